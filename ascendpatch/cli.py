@@ -1,0 +1,181 @@
+"""The thin CLI: parse arguments, build a Context, call a typed command, render, exit.
+
+This module imports almost nothing at start-up so that ``ascendpatch --version`` stays fast;
+commands and their dependencies are imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ascendpatch import __version__
+from ascendpatch.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_UNEXPECTED,
+    EXIT_USAGE,
+    AscendpatchError,
+)
+
+if TYPE_CHECKING:
+    from ascendpatch.commands.context import Context
+    from ascendpatch.results import CommandResult
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"[FAIL] {self.prog}: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    default = argparse.SUPPRESS if suppress else None
+
+    def dflt(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--python", type=Path, default=default, metavar="PATH",
+                       help="target interpreter (default: $ASCENDPATCH_PYTHON, then the "
+                            "documented candidates that have vllm-ascend)")
+    where.add_argument("--site-packages", type=Path, default=default, metavar="DIR",
+                       help="operate on a site-packages folder without running any interpreter")
+    parser.add_argument("--manifest", default=dflt("default"), metavar="NAME|PATH",
+                        help="bundled manifest name or YAML path (default: the bundled catalog)")
+    parser.add_argument("--json", action="store_true", default=dflt(False),
+                        help="one JSON document on stdout")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default=dflt("auto"))
+    parser.add_argument("--lock-timeout", type=float, default=dflt(300.0), metavar="SECONDS",
+                        help="how long to wait for another run's lock (default 300)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ascendpatch",
+                     description="Patch and install manager for vllm-ascend environments.")
+    parser.add_argument("--version", action="version", version=f"ascendpatch {__version__}")
+    _global_options(parser, suppress=False)
+    common = _Parser(add_help=False)
+    _global_options(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    apply = sub.add_parser("apply", parents=[common], help="apply artifacts (idempotent)")
+    apply.add_argument("ids", nargs="*", metavar="ID")
+    apply.add_argument("--dry-run", action="store_true", help="show what would change; exit 1 "
+                                                              "if anything would")
+    apply.add_argument("--force", action="store_true",
+                       help="overwrite files ascendpatch does not recognise (keeps a backup)")
+    apply.add_argument("--with", dest="with_ids", action="append", default=[], metavar="ID",
+                       help="also apply this optional (disabled by default) artifact")
+
+    plan = sub.add_parser("plan", parents=[common], help="what apply would do, with diffs")
+    plan.add_argument("ids", nargs="*", metavar="ID")
+    plan.add_argument("--with", dest="with_ids", action="append", default=[], metavar="ID")
+
+    revert = sub.add_parser("revert", parents=[common], help="restore the original files")
+    revert.add_argument("ids", nargs="*", metavar="ID")
+
+    status = sub.add_parser("status", parents=[common], help="each artifact and file's state")
+    status.add_argument("ids", nargs="*", metavar="ID")
+
+    sub.add_parser("manifests", parents=[common], help="list the bundled manifests")
+    return parser
+
+
+def _target(args: argparse.Namespace) -> object:
+    from ascendpatch import discover, target
+
+    if args.site_packages is not None:
+        return target.from_site_packages(args.site_packages)
+    if args.python is not None:
+        return target.from_python(args.python)
+    return discover.find_target(os.environ)
+
+
+def _context(args: argparse.Namespace) -> Context:
+    from ascendpatch import output
+    from ascendpatch.commands.context import Context
+    from ascendpatch.manifest import loader
+    from ascendpatch.target import Target
+
+    manifest = loader.load(args.manifest)
+    tgt = _target(args)
+    assert isinstance(tgt, Target)
+    color = args.color
+    return Context(target=tgt, manifest=manifest, env=dict(os.environ),
+                   lock_timeout=args.lock_timeout,
+                   on_wait=lambda msg: output.progress(msg, color=color),
+                   enabled_extra=tuple(getattr(args, "with_ids", ())))
+
+
+def _dispatch(args: argparse.Namespace) -> CommandResult:
+    command: str = args.command
+    if command == "manifests":
+        from ascendpatch.commands import manifests
+
+        return manifests.run()
+    ctx = _context(args)
+    runners: dict[str, Callable[[], CommandResult]] = {
+        "apply": lambda: _apply(ctx, args),
+        "plan": lambda: _plan(ctx, args),
+        "revert": lambda: _revert(ctx, args),
+        "status": lambda: _status(ctx, args),
+    }
+    return runners[command]()
+
+
+def _apply(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import apply
+
+    return apply.run(ctx, args.ids, dry_run=args.dry_run, force=args.force)
+
+
+def _plan(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import plan
+
+    return plan.run(ctx, args.ids)
+
+
+def _revert(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import revert
+
+    return revert.run(ctx, args.ids)
+
+
+def _status(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import status
+
+    return status.run(ctx, args.ids)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    as_json: bool = args.json
+    color: str = args.color
+    try:
+        result = _dispatch(args)
+    except AscendpatchError as exc:
+        from ascendpatch import output
+
+        output.error(str(exc), command=args.command, exit_code=exc.exit_code, as_json=as_json,
+                     color=color)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("[FAIL] interrupted; any change in progress was rolled back\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the error boundary: a bug, not a user error
+        from ascendpatch import crashlog, output
+
+        log = crashlog.write(exc, argv if argv is not None else sys.argv[1:])
+        output.error(f"unexpected error: {type(exc).__name__}: {exc}", command=args.command,
+                     exit_code=EXIT_UNEXPECTED, as_json=as_json, color=color, log_path=log)
+        return EXIT_UNEXPECTED
+    from ascendpatch import output
+
+    output.render(result, as_json=as_json, color=color, show_diff=args.command == "plan")
+    return result.exit_code

@@ -1,0 +1,1 @@
+"""One module per CLI verb. Each exposes a typed ``run`` that returns a CommandResult."""

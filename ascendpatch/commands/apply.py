@@ -1,0 +1,22 @@
+"""``ascendpatch apply [ID...] [--dry-run] [--force]``."""
+
+from __future__ import annotations
+
+from ascendpatch.commands.context import Context, locked
+from ascendpatch.engine import apply_plan
+from ascendpatch.planner import evaluate, prepare, select
+from ascendpatch.results import ArtifactResult, CommandResult, pending_exit_code
+
+
+def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = False) \
+        -> CommandResult:
+    artifacts = select(ctx.manifest, ids, ctx.enabled_extra)
+    prepared = prepare(artifacts, ctx.target, ctx.env)  # every bad input raises before writing
+    results: list[ArtifactResult] = []
+    with locked(ctx) as session:
+        for artifact, kctx in prepared:
+            plan = evaluate(artifact, kctx)  # fresh: an earlier artifact may share a file
+            results.append(apply_plan(plan, session.store, force=force, dry_run=dry_run))
+    command = "apply --dry-run" if dry_run else "apply"
+    code = pending_exit_code(results) if dry_run else None
+    return CommandResult(command, tuple(results), tuple(session.notes), exit_code_override=code)

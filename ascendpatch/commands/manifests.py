@@ -1,0 +1,23 @@
+"""``ascendpatch manifests``: the bundled manifests, each validated."""
+
+from __future__ import annotations
+
+from ascendpatch.errors import ManifestError
+from ascendpatch.manifest import loader
+from ascendpatch.results import ArtifactResult, CommandResult, Level, Status
+
+
+def run() -> CommandResult:
+    results = []
+    for name in loader.bundled_names():
+        try:
+            manifest = loader.load(name)
+        except ManifestError as exc:
+            results.append(ArtifactResult(name, "manifest", Status.FAILED, Level.FAIL,
+                                          f"{name}: invalid: {exc}", details=tuple(exc.problems)))
+            continue
+        pins = ", ".join(f"{p.name}{p.specifier}" for p in manifest.stack.packages) or "no pins"
+        text = f"{name}: {manifest.description or '(no description)'} [{pins}; " \
+               f"{len(manifest.artifacts)} artifact(s)]"
+        results.append(ArtifactResult(name, "manifest", Status.SKIPPED, Level.OK, text))
+    return CommandResult("manifests", tuple(results))

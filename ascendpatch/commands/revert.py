@@ -1,0 +1,21 @@
+"""``ascendpatch revert [ID...]``: restore byte-identical originals."""
+
+from __future__ import annotations
+
+from ascendpatch.commands.context import Context, locked
+from ascendpatch.engine import revert_plan
+from ascendpatch.planner import evaluate, prepare, select
+from ascendpatch.results import ArtifactResult, CommandResult
+
+
+def run(ctx: Context, ids: list[str]) -> CommandResult:
+    artifacts = select(ctx.manifest, ids, ctx.enabled_extra)
+    if not ids:  # revert whatever is applied, enabled or not
+        artifacts = list(ctx.manifest.artifacts)
+    prepared = prepare(artifacts, ctx.target, ctx.env)
+    results: list[ArtifactResult] = []
+    with locked(ctx) as session:
+        for artifact, kctx in reversed(prepared):  # undo in reverse order of application
+            ledger = session.store.load_ledger()
+            results.append(revert_plan(evaluate(artifact, kctx), session.store, ledger))
+    return CommandResult("revert", tuple(reversed(results)), tuple(session.notes))

@@ -1,0 +1,219 @@
+"""Execute plans: apply, revert, report status. All writes go through StateStore.commit."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ascendpatch.hashing import sha256_bytes
+from ascendpatch.kinds.base import FilePlan, FileStatus
+from ascendpatch.planner import ArtifactPlan, evaluate
+from ascendpatch.results import ArtifactResult, FileResult, Level, Status
+from ascendpatch.store.state import Change, Ledger, LedgerFile, StateStore, now
+
+
+def _sha(data: bytes | None) -> str | None:
+    return sha256_bytes(data) if data is not None else None
+
+
+def _file_results(files: Sequence[FilePlan], after: dict[str, bytes | None] | None = None,
+                  state: str | None = None) -> tuple[FileResult, ...]:
+    out = []
+    for fp in files:
+        new = after.get(fp.rel, fp.current) if after is not None else fp.current
+        out.append(FileResult(fp.rel, state or fp.state.value, _sha(fp.current), _sha(new)))
+    return tuple(out)
+
+
+def _details(plan: ArtifactPlan) -> tuple[str, ...]:
+    return tuple(fp.detail for fp in plan.files if fp.detail)
+
+
+def _result(plan: ArtifactPlan, status: Status, level: Level, message: str, **kw: object) \
+        -> ArtifactResult:
+    return ArtifactResult(plan.artifact.id, plan.artifact.kind, status, level, message,
+                          **kw)  # type: ignore[arg-type]
+
+
+def _package(plan: ArtifactPlan) -> str:
+    dist = plan.context.dist if plan.context else None
+    return f"{dist.display_name}=={dist.version}" if dist else "<package>"
+
+
+def skipped(plan: ArtifactPlan) -> ArtifactResult:
+    assert plan.skip is not None
+    return _result(plan, Status.SKIPPED, plan.skip.level,
+                   f"{plan.artifact.title}: {plan.skip.reason}")
+
+
+def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
+    """The failure result when ``plan`` cannot be applied as it stands, else None."""
+    title, aid = plan.artifact.title, plan.artifact.id
+    state = plan.state
+    if state is FileStatus.CONFLICT:
+        conflicts = [f for f in plan.files if f.state is FileStatus.CONFLICT]
+        if force and all(f.forceable and f.desired.known for f in conflicts):
+            return None
+        hint = ("--force overwrites it (a backup is kept)" if all(f.forceable for f in conflicts)
+                else f"reinstall the package (pip install --force-reinstall --no-deps "
+                     f"{_package(plan)}) and apply again, or port the patch to this content")
+        names = ", ".join(f.rel for f in conflicts)
+        return _result(plan, Status.CONFLICT, Level.FAIL,
+                       f"{title}: conflict in {names}; fix: {hint}",
+                       files=_file_results(plan.files), details=_details(plan))
+    if state is FileStatus.PARTIAL and not force:
+        return _result(plan, Status.PARTIAL, Level.FAIL,
+                       f"{title}: partially applied; fix: 'ascendpatch revert {aid}' then "
+                       f"'ascendpatch apply {aid}', or 'ascendpatch apply --force {aid}' to "
+                       f"complete it", files=_file_results(plan.files), details=_details(plan))
+    return None
+
+
+def unified_diff(plan: ArtifactPlan) -> str:
+    chunks: list[str] = []
+    for fp in plan.files:
+        if fp.state is FileStatus.APPLIED or not fp.desired.known:
+            continue
+        old = (fp.current or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        new = (fp.desired.data or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        chunks.extend(difflib.unified_diff(old, new, f"a/{fp.rel}", f"b/{fp.rel}"))
+    return "".join(chunks)
+
+
+# ---------------------------------------------------------------------------- apply
+
+
+def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: bool) \
+        -> ArtifactResult:
+    if plan.skip is not None:
+        return skipped(plan)
+    title = plan.artifact.title
+    if plan.state is FileStatus.APPLIED:
+        return _result(plan, Status.ALREADY_APPLIED, Level.OK, f"{title} already applied",
+                       files=_file_results(plan.files))
+    failure = blocked(plan, force)
+    if failure is not None:
+        return failure
+    pending = [f for f in plan.files if f.state is not FileStatus.APPLIED]
+    after = {f.rel: f.desired.data for f in pending}
+    if dry_run:
+        return _result(plan, Status.NOT_APPLIED, Level.WARN, f"{title}: would be applied",
+                       files=_file_results(plan.files, after, "pristine"), diff=unified_diff(plan))
+    changes = [Change(f.path, f.current, f.desired.data) for f in pending]
+    originals = [f.original.data for f in plan.files
+                 if f.original.known and f.original.data is not None]
+    store.commit(changes, lambda ledger: _record(ledger, plan, store), keep=originals)
+    return _recheck(plan, "applied")
+
+
+def _record(ledger: Ledger, plan: ArtifactPlan, store: StateStore) -> Ledger:
+    files = dict(ledger.get(plan.artifact.id, {}))
+    for fp in plan.files:
+        rel = store.rel(fp.path)
+        previous = files.get(rel)
+        if previous is not None:
+            before = previous.sha256_before
+        elif fp.original.known:
+            before = _sha(fp.original.data)
+        else:
+            before = _sha(fp.current)
+        files[rel] = LedgerFile(before, _sha(fp.desired.data), before, now())
+    return {**ledger, plan.artifact.id: files}
+
+
+def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
+    """Re-read the target after writing: report what is really there, not what we hoped."""
+    assert plan.context is not None
+    fresh = evaluate(plan.artifact, plan.context)
+    title = plan.artifact.title
+    wanted = FileStatus.APPLIED if verb == "applied" else FileStatus.PRISTINE
+    files = tuple(FileResult(new.rel, new.state.value, _sha(old.current), _sha(new.current))
+                  for old, new in zip(plan.files, fresh.files, strict=True))
+    if verb == "applied" and fresh.state is wanted:
+        return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=files)
+    if verb == "reverted":
+        return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=files)
+    return _result(plan, Status.FAILED, Level.FAIL,
+                   f"{title}: written, but the re-check finds it {fresh.state}; fix: report this "
+                   f"as a bug with 'ascendpatch status --json'", files=files,
+                   details=_details(fresh))
+
+
+# ---------------------------------------------------------------------------- revert
+
+
+@dataclass(frozen=True)
+class _Restore:
+    plan: FilePlan
+    data: bytes | None
+
+
+def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger) -> ArtifactResult:
+    if plan.skip is not None:
+        return skipped(plan)
+    title, aid = plan.artifact.title, plan.artifact.id
+    records = ledger.get(aid, {})
+    restores: list[_Restore] = []
+    for fp in plan.files:
+        if fp.state is FileStatus.PRISTINE:
+            continue
+        data = _original(fp, records.get(store.rel(fp.path)), store)
+        if data is None:
+            return _result(plan, Status.FAILED, Level.FAIL,
+                           f"{title}: cannot restore {fp.rel}: {_why_not(fp)}; fix: reinstall "
+                           f"the package (pip install --force-reinstall --no-deps "
+                           f"{_package(plan)})", files=_file_results(plan.files),
+                           details=_details(plan))
+        restores.append(_Restore(fp, data[0]))
+    if not restores:
+        if aid in ledger:
+            store.commit([], lambda led: {k: v for k, v in led.items() if k != aid})
+        return _result(plan, Status.NOT_APPLIED, Level.OK,
+                       f"{title} is not applied; nothing to revert",
+                       files=_file_results(plan.files))
+    changes = [Change(r.plan.path, r.plan.current, r.data) for r in restores]
+    store.commit(changes, lambda led: {k: v for k, v in led.items() if k != aid})
+    return _recheck(plan, "reverted")
+
+
+def _original(fp: FilePlan, record: LedgerFile | None, store: StateStore) \
+        -> tuple[bytes | None] | None:
+    """The content to restore, wrapped in a 1-tuple (its data may be None = remove)."""
+    if record is not None and record.sha256_after == _sha(fp.current):
+        if record.sha256_before is None:
+            return (None,)
+        backup = store.read_backup(record.backup)
+        if backup is not None:
+            return (backup,)
+    if fp.state is not FileStatus.CONFLICT and fp.original.known:
+        return (fp.original.data,)
+    return None
+
+
+def _why_not(fp: FilePlan) -> str:
+    if fp.state is FileStatus.CONFLICT:
+        return "it was changed after ascendpatch wrote it (unrecognised content)"
+    return "its backup is gone and the original cannot be reconstructed from the patch"
+
+
+# ---------------------------------------------------------------------------- status
+
+
+def status_of(plan: ArtifactPlan, ledger: Ledger, store: StateStore) -> ArtifactResult:
+    if plan.skip is not None:
+        return skipped(plan)
+    title, aid = plan.artifact.title, plan.artifact.id
+    files = _file_results(plan.files)
+    state = plan.state
+    if state is FileStatus.APPLIED:
+        return _result(plan, Status.ALREADY_APPLIED, Level.OK, f"{title} applied", files=files)
+    if state is FileStatus.PRISTINE:
+        lost = aid in ledger
+        why = (" (it was applied before: the package was reinstalled or the image rebuilt, "
+               "and the patch is gone)" if lost else "")
+        return _result(plan, Status.NOT_APPLIED, Level.WARN,
+                       f"{title} not applied{why}; run: ascendpatch apply {aid}", files=files)
+    failure = blocked(plan, force=False)
+    assert failure is not None
+    return failure

@@ -1,0 +1,65 @@
+"""The one exception hierarchy. Every user-facing failure names the thing and the fix.
+
+Exit codes (see README): 0 desired state, 1 problems found or refused, 2 invalid input or
+usage (nothing changed), 3 unexpected error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+EXIT_UNEXPECTED = 3
+EXIT_INTERRUPTED = 130
+
+
+class AscendpatchError(Exception):
+    """Base class of every expected failure. ``str(err)`` is a one-line message."""
+
+    exit_code = EXIT_PROBLEMS
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        if self.fix:
+            return f"{self.message}; fix: {self.fix}"
+        return self.message
+
+
+class InvalidInputError(AscendpatchError):
+    """Bad input (usage, manifest, patch file, path): nothing was changed."""
+
+    exit_code = EXIT_USAGE
+
+
+class ManifestError(InvalidInputError):
+    """A manifest failed to load or validate. Carries every problem found."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        head = problems[0] if problems else "invalid manifest"
+        more = f" (+{len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        super().__init__(head + more)
+
+
+class PatchFormatError(InvalidInputError):
+    """A patch file is not a well-formed unified diff."""
+
+
+class UnsafePathError(InvalidInputError):
+    """A path from a manifest or patch would leave the target tree."""
+
+
+class TargetError(InvalidInputError):
+    """The target environment could not be found or inspected."""
+
+
+class LockTimeoutError(AscendpatchError):
+    """Another ascendpatch run holds the target's lock."""
+
+
+class RefusedError(AscendpatchError):
+    """An operation was refused because it would damage the target."""

@@ -1,0 +1,35 @@
+"""sha256 helpers, including the url-safe base64 form used in dist-info RECORD files."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+_CHUNK = 1 << 20
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def record_to_hex(record_hash: str) -> str | None:
+    """Convert a RECORD ``sha256=<urlsafe b64>`` entry to hex; None for other algorithms."""
+    algorithm, _, value = record_hash.partition("=")
+    if algorithm != "sha256" or not value:
+        return None
+    padded = value + "=" * (-len(value) % 4)
+    return base64.urlsafe_b64decode(padded).hex()
+
+
+def hex_to_record(hex_digest: str) -> str:
+    raw = bytes.fromhex(hex_digest)
+    return "sha256=" + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")

@@ -1,0 +1,86 @@
+"""The protocol every artifact kind satisfies, and the per-file plan it returns.
+
+A kind only *reads*: it looks at the target's current files and says, per file, what state
+it is in, what the file should hold once applied (``desired``) and what it held before
+(``original``), where it can know. The engine decides what to write and does it through
+:mod:`ascendpatch.store`. Adding a kind = one module with a class like these + one line in
+``kinds/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ascendpatch.manifest.model import Artifact, Variant
+from ascendpatch.paths import safe_join
+from ascendpatch.target import Distribution
+
+
+class FileStatus(str, enum.Enum):
+    PRISTINE = "pristine"  # not applied; applying is safe
+    APPLIED = "applied"
+    PARTIAL = "partial"  # some hunks applied, some not
+    CONFLICT = "conflict"  # content ascendpatch does not recognise
+
+
+@dataclass(frozen=True)
+class Content:
+    """File content that may be unknown: ``known`` False means we cannot tell it."""
+
+    data: bytes | None  # None: the file is (or should be) absent
+    known: bool = True
+
+
+UNKNOWN = Content(None, known=False)
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    rel: str  # relative to the distribution's location
+    path: Path
+    state: FileStatus
+    current: bytes | None
+    desired: Content
+    original: Content
+    detail: str = ""
+    forceable: bool = False  # --force may overwrite this conflict with ``desired``
+
+
+@dataclass(frozen=True)
+class KindContext:
+    artifact: Artifact
+    variant: Variant
+    dist: Distribution | None
+    root: Path
+    source: Path | None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def path(self, rel: str) -> Path:
+        return safe_join(self.root, rel, origin=f"artifact {self.artifact.id}")
+
+    def read(self, rel: str) -> tuple[Path, bytes | None]:
+        path = self.path(rel)
+        try:
+            return path, path.read_bytes()
+        except FileNotFoundError:
+            return path, None
+
+    def record_sha256(self, rel: str) -> str | None:
+        if self.dist is None:
+            return None
+        entry = self.dist.record.get(rel)
+        return entry.sha256 if entry else None
+
+
+class Kind(Protocol):
+    name: str
+    needs_distribution: bool
+
+    def prepare(self, ctx: KindContext) -> None:
+        """Validate sources and target paths; raise InvalidInputError. Writes nothing."""
+
+    def inspect(self, ctx: KindContext) -> list[FilePlan]:
+        """The state of every file this artifact owns."""

@@ -1,0 +1,254 @@
+"""Load manifests: safe YAML, schema validation (every problem at once), ``extends:``, names."""
+
+from __future__ import annotations
+
+import os
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ascendpatch import data
+from ascendpatch.errors import InvalidInputError, ManifestError
+from ascendpatch.kinds import KIND_NAMES
+from ascendpatch.manifest import schema as s
+from ascendpatch.manifest.model import (
+    Artifact,
+    FileHashes,
+    Manifest,
+    PackagePin,
+    Stack,
+    Variant,
+)
+
+DEFAULT_MANIFEST = "default"
+
+
+def _kind(text: str) -> str | None:
+    if text in KIND_NAMES:
+        return None
+    return f"unknown kind {text!r} (known: {', '.join(sorted(KIND_NAMES))})"
+
+
+_HASHES = s.Obj({"before": s.ListOf(s.Str(s.sha256_hex)), "after": s.ListOf(s.Str(s.sha256_hex))})
+_VARIANT_FIELDS: dict[str, s.Schema] = {
+    "versions": s.Str(s.specifier),
+    "source": s.Str(),
+    "targets": s.ListOf(s.Str()),
+    "sha256": s.MapOf(_HASHES),
+}
+_VARIANT = s.Obj(_VARIANT_FIELDS, frozenset({"versions"}))
+ARTIFACT = s.Obj(
+    {
+        "id": s.Str(s.identifier),
+        "title": s.Str(),
+        "kind": s.Str(_kind),
+        "distribution": s.Str(),
+        "description": s.Str(),
+        "enabled": s.Bool(),
+        "not_needed": s.Obj({"versions": s.Str(s.specifier), "reason": s.Str()},
+                            frozenset({"versions", "reason"})),
+        "variants": s.ListOf(_VARIANT),
+        "options": s.MapOf(s.AnyValue()),
+        **_VARIANT_FIELDS,
+    },
+    frozenset({"id", "title", "kind"}),
+)
+_PIN = s.OneOf((s.Str(s.specifier),
+                s.Obj({"version": s.Str(s.specifier), "reason": s.Str()}, frozenset({"version"}))))
+MANIFEST = s.Obj(
+    {
+        "name": s.Str(s.identifier),
+        "description": s.Str(),
+        "extends": s.ListOf(s.Str()),
+        "stack": s.Obj({"python": s.Str(s.specifier), "cann": s.Str(),
+                        "packages": s.MapOf(_PIN)}),
+        "protected": s.ListOf(s.Str()),
+        "no_deps": s.ListOf(s.Str()),
+        "accepted_conflicts": s.ListOf(s.Obj(
+            {"package": s.Str(), "requirement": s.Str(), "reason": s.Str()},
+            frozenset({"package", "requirement", "reason"}))),
+        "env": s.MapOf(s.Str(), key=s.env_name),
+        "launch": s.MapOf(s.AnyValue()),
+        "target": s.Obj({"python": s.ListOf(s.Str()), "image": s.Str(),
+                         "offline": s.Bool()}),
+        "artifacts": s.ListOf(ARTIFACT),
+    },
+    frozenset({"name"}),
+)
+
+
+def resolve_name(name_or_path: str) -> Path:
+    """A bundled manifest name (``default``) or a path to a YAML file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        if not candidate.is_file():
+            raise InvalidInputError(f"manifest file {candidate} does not exist")
+        return candidate
+    bundled = data.manifests_dir() / f"{name_or_path}.yaml"
+    if not bundled.is_file():
+        known = ", ".join(bundled_names()) or "none"
+        raise InvalidInputError(f"no bundled manifest named {name_or_path!r} (bundled: {known})",
+                                fix="run 'ascendpatch manifests' or pass a path to a YAML file")
+    return bundled
+
+
+def bundled_names() -> list[str]:
+    folder = data.manifests_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError([f"{path}: cannot read ({exc})"]) from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise ManifestError([f"{path}: malformed YAML{where}: {problem}"]) from None
+    if not isinstance(document, dict):
+        raise ManifestError([f"{path}: (top level): expected a mapping of keys, got "
+                             f"{type(document).__name__}"])
+    problems = s.validate(document, MANIFEST)
+    problems += _semantic_problems(document)
+    if problems:
+        raise ManifestError([f"{path}: {p}" for p in problems])
+    return document
+
+
+def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
+    problems: list[str] = []
+    seen: set[str] = set()
+    for index, artifact in enumerate(document.get("artifacts") or []):
+        if not isinstance(artifact, dict):
+            continue
+        where = f"artifacts[{index}]"
+        artifact_id = artifact.get("id")
+        if artifact_id in seen:
+            problems.append(f"{where}.id: duplicate id {artifact_id!r}")
+        seen.add(str(artifact_id))
+        has_variants = "variants" in artifact
+        flat = [k for k in ("versions", "source", "targets", "sha256") if k in artifact]
+        if has_variants and flat:
+            problems.append(f"{where}: give either 'variants' or {', '.join(flat)}, not both")
+        if not has_variants and "versions" not in artifact:
+            problems.append(f"{where}.versions: required key is missing (or give 'variants')")
+    return problems
+
+
+def load(name_or_path: str = DEFAULT_MANIFEST) -> Manifest:
+    return _load(resolve_name(name_or_path), ())
+
+
+def _load(path: Path, chain: tuple[Path, ...]) -> Manifest:
+    real = path.resolve()
+    if real in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, real))
+        raise ManifestError([f"{path}: extends: cycle {cycle}"])
+    document = read_document(path)
+    parents = [_load(_parent_path(path, ref), (*chain, real)) for ref in
+               document.get("extends") or []]
+    own = _build(document, path)
+    for parent in reversed(parents):
+        own = _merge(parent, own)
+    return own
+
+
+def _parent_path(child: Path, ref: str) -> Path:
+    local = child.parent / ref
+    if local.suffix in (".yaml", ".yml") and local.is_file():
+        return local
+    sibling = child.parent / f"{ref}.yaml"
+    if sibling.is_file():
+        return sibling
+    return resolve_name(ref)
+
+
+def _build(document: Mapping[str, Any], path: Path) -> Manifest:
+    stack_doc = document.get("stack") or {}
+    pins = tuple(_pin(name, value) for name, value in (stack_doc.get("packages") or {}).items())
+    return Manifest(
+        name=document["name"],
+        path=path,
+        description=document.get("description", ""),
+        stack=Stack(python=stack_doc.get("python"), cann=stack_doc.get("cann"), packages=pins),
+        protected=tuple(document.get("protected") or ()),
+        no_deps=tuple(document.get("no_deps") or ()),
+        artifacts=tuple(_artifact(a, path.parent) for a in document.get("artifacts") or ()),
+        env=dict(document.get("env") or {}),
+        launch=dict(document.get("launch") or {}),
+        target=dict(document.get("target") or {}),
+        accepted_conflicts=tuple(document.get("accepted_conflicts") or ()),
+        extends=tuple(document.get("extends") or ()),
+    )
+
+
+def _pin(name: str, value: str | Mapping[str, str]) -> PackagePin:
+    if isinstance(value, str):
+        return PackagePin(name, value)
+    return PackagePin(name, value["version"], value.get("reason", ""))
+
+
+def _variant(doc: Mapping[str, Any]) -> Variant:
+    hashes = {rel: FileHashes(tuple(h.get("before", ())), tuple(h.get("after", ())))
+              for rel, h in (doc.get("sha256") or {}).items()}
+    return Variant(versions=doc["versions"], source=doc.get("source"),
+                   targets=tuple(doc.get("targets") or ()), sha256=hashes)
+
+
+def _artifact(doc: Mapping[str, Any], manifest_dir: Path) -> Artifact:
+    variants = tuple(_variant(v) for v in doc["variants"]) if "variants" in doc else (
+        _variant(doc),)
+    not_needed = doc.get("not_needed")
+    return Artifact(
+        id=doc["id"], title=doc["title"], kind=doc["kind"],
+        distribution=doc.get("distribution"), variants=variants,
+        enabled=doc.get("enabled", True),
+        not_needed=(not_needed["versions"], not_needed["reason"]) if not_needed else None,
+        description=doc.get("description", ""), options=dict(doc.get("options") or {}),
+        manifest_dir=manifest_dir,
+    )
+
+
+def _merge(parent: Manifest, child: Manifest) -> Manifest:
+    """Layer ``child`` on ``parent``: child keys win; artifacts with the same id are replaced."""
+    pins = {p.name: p for p in parent.stack.packages}
+    pins.update({p.name: p for p in child.stack.packages})
+    artifacts = {a.id: a for a in parent.artifacts}
+    artifacts.update({a.id: a for a in child.artifacts})
+    return Manifest(
+        name=child.name, path=child.path, description=child.description or parent.description,
+        stack=Stack(python=child.stack.python or parent.stack.python,
+                    cann=child.stack.cann or parent.stack.cann, packages=tuple(pins.values())),
+        protected=_union(parent.protected, child.protected),
+        no_deps=_union(parent.no_deps, child.no_deps),
+        artifacts=tuple(artifacts.values()),
+        env={**parent.env, **child.env}, launch={**parent.launch, **child.launch},
+        target={**parent.target, **child.target},
+        accepted_conflicts=parent.accepted_conflicts + child.accepted_conflicts,
+        extends=child.extends,
+    )
+
+
+def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*first, *second)))
+
+
+def resolve_source(artifact: Artifact, raw: str, env: Mapping[str, str]) -> Path:
+    """Expand ``${VAR}`` (e.g. ${MODEL_DIR}) and resolve relative to the manifest's folder."""
+    try:
+        expanded = string.Template(raw).substitute(env)
+    except KeyError as exc:
+        raise InvalidInputError(
+            f"artifact {artifact.id}: source {raw!r} needs ${{{exc.args[0]}}}, which is not set",
+            fix=f"export {exc.args[0]}=<folder of the model's deploy package>") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"artifact {artifact.id}: source {raw!r}: {exc}") from None
+    path = Path(expanded)
+    return path if path.is_absolute() else artifact.manifest_dir / path

@@ -1,0 +1,91 @@
+"""Typed manifest objects, built only from documents that passed the schema."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+
+def version_in(spec: str, version: Version) -> bool:
+    """PEP 440 containment that admits pre-releases (0.22.1rc2) and local labels (2.10.0+cpu)."""
+    return SpecifierSet(spec).contains(version, prereleases=True)
+
+
+@dataclass(frozen=True)
+class FileHashes:
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Variant:
+    versions: str
+    source: str | None  # raw text, may hold ${VAR}; resolved by the loader's Sources
+    targets: tuple[str, ...]
+    sha256: dict[str, FileHashes]
+
+    def matches(self, version: Version) -> bool:
+        return version_in(self.versions, version)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    id: str
+    title: str
+    kind: str
+    distribution: str | None
+    variants: tuple[Variant, ...]
+    enabled: bool = True
+    not_needed: tuple[str, str] | None = None  # (specifier, reason)
+    description: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    manifest_dir: Path = Path()
+
+    def variant_for(self, version: Version) -> Variant | None:
+        for variant in self.variants:
+            if variant.matches(version):
+                return variant
+        return None
+
+    def covered_versions(self) -> str:
+        return " | ".join(v.versions for v in self.variants) or "any"
+
+
+@dataclass(frozen=True)
+class PackagePin:
+    name: str
+    specifier: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Stack:
+    python: str | None = None
+    cann: str | None = None
+    packages: tuple[PackagePin, ...] = ()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    path: Path | None
+    description: str = ""
+    stack: Stack = Stack()
+    protected: tuple[str, ...] = ()
+    no_deps: tuple[str, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    launch: dict[str, Any] = field(default_factory=dict)
+    target: dict[str, Any] = field(default_factory=dict)
+    accepted_conflicts: tuple[dict[str, str], ...] = ()
+    extends: tuple[str, ...] = ()
+
+    def artifact(self, artifact_id: str) -> Artifact | None:
+        for artifact in self.artifacts:
+            if artifact.id == artifact_id:
+                return artifact
+        return None

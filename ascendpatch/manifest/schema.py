@@ -1,0 +1,174 @@
+"""A small declarative schema: describe the shape once, collect *every* problem with its path.
+
+Problems read ``manifests/x.yaml: artifacts[2].targets: expected a list of strings, got int``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+Check = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Str:
+    check: Check | None = None
+
+
+@dataclass(frozen=True)
+class Bool:
+    pass
+
+
+@dataclass(frozen=True)
+class Int:
+    pass
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Schema
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A mapping with free keys (checked by ``key``) and values of one shape."""
+
+    value: Schema
+    key: Check | None = None
+
+
+@dataclass(frozen=True)
+class Obj:
+    """A mapping with known keys; unknown keys are errors."""
+
+    fields: dict[str, Schema]
+    required: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Either shape; the problems of the last one are reported when none fits."""
+
+    options: tuple[Schema, ...]
+
+
+@dataclass(frozen=True)
+class AnyValue:
+    pass
+
+
+Schema = Str | Bool | Int | ListOf | MapOf | Obj | OneOf | AnyValue
+
+
+def _type_name(value: object) -> str:
+    return {dict: "mapping", list: "list", str: "string", bool: "boolean", int: "integer",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def validate(value: object, schema: Schema, path: str = "") -> list[str]:
+    """Every problem in ``value`` as ``"<path>: <what is wrong>"``; empty when it fits."""
+    where = path or "(top level)"
+    if isinstance(schema, AnyValue):
+        return []
+    if isinstance(schema, Str):
+        if not isinstance(value, str):
+            return [f"{where}: expected a string, got {_type_name(value)}"]
+        problem = schema.check(value) if schema.check else None
+        return [f"{where}: {problem}"] if problem else []
+    if isinstance(schema, Bool):
+        ok = isinstance(value, bool)
+        return [] if ok else [f"{where}: expected true or false, got {_type_name(value)}"]
+    if isinstance(schema, Int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return [] if ok else [f"{where}: expected an integer, got {_type_name(value)}"]
+    if isinstance(schema, ListOf):
+        return _validate_list(value, schema, path, where)
+    if isinstance(schema, MapOf):
+        return _validate_map(value, schema, path, where)
+    if isinstance(schema, Obj):
+        return _validate_obj(value, schema, path, where)
+    problems: list[str] = []
+    for option in schema.options:
+        problems = validate(value, option, path)
+        if not problems:
+            return []
+    return problems
+
+
+def _validate_list(value: object, schema: ListOf, path: str, where: str) -> list[str]:
+    if not isinstance(value, list):
+        return [f"{where}: expected a list, got {_type_name(value)}"]
+    problems: list[str] = []
+    for index, item in enumerate(value):
+        problems += validate(item, schema.item, f"{path}[{index}]")
+    return problems
+
+
+def _validate_map(value: object, schema: MapOf, path: str, where: str) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{where}: expected a mapping, got {_type_name(value)}"]
+    problems: list[str] = []
+    for key, item in value.items():
+        if not isinstance(key, str):
+            problems.append(f"{where}: key {key!r} must be a string")
+            continue
+        key_problem = schema.key(key) if schema.key else None
+        if key_problem:
+            problems.append(f"{_join(path, key)}: {key_problem}")
+        problems += validate(item, schema.value, _join(path, key))
+    return problems
+
+
+def _validate_obj(value: object, schema: Obj, path: str, where: str) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{where}: expected a mapping, got {_type_name(value)}"]
+    problems: list[str] = []
+    for key in value:
+        if key not in schema.fields:
+            known = ", ".join(sorted(schema.fields))
+            problems.append(f"{_join(path, str(key))}: unknown key (known keys: {known})")
+    for key in sorted(schema.required - set(value)):
+        problems.append(f"{_join(path, key)}: required key is missing")
+    for key, sub in schema.fields.items():
+        if key in value:
+            problems += validate(value[key], sub, _join(path, key))
+    return problems
+
+
+# --------------------------------------------------------------------------- checks
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def specifier(text: str) -> str | None:
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        return f"{text!r} is not a valid PEP 440 version specifier (e.g. '>=0.18.0,<0.19')"
+    return None
+
+
+def identifier(text: str) -> str | None:
+    if _ID.match(text):
+        return None
+    return f"{text!r} is not a valid id (lower-case letters, digits, '.', '_', '-')"
+
+
+def env_name(text: str) -> str | None:
+    return None if _ENV.match(text) else f"{text!r} is not a valid environment variable name"
+
+
+def sha256_hex(text: str) -> str | None:
+    return None if _HEX.match(text) else f"{text!r} is not a 64-digit lower-case hex sha256"

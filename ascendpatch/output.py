@@ -1,0 +1,103 @@
+"""The one place that prints. Turns CommandResults into `[OK]` lines or a JSON document."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import IO, Any
+
+from ascendpatch.results import ArtifactResult, CommandResult, Level
+
+JSON_FORMAT = 1
+_STYLE = {Level.OK: "green", Level.SKIP: "cyan", Level.WARN: "yellow", Level.FAIL: "bold red"}
+
+
+def _console(stream: IO[str], color: str) -> Any:
+    from rich.console import Console  # imported here: keep `ascendpatch --version` fast
+
+    force = True if color == "always" else None
+    no_color = color == "never"
+    return Console(file=stream, force_terminal=force, no_color=no_color, highlight=False,
+                   soft_wrap=True, emoji=False)
+
+
+def line(level: Level, text: str, *, color: str = "auto", stream: IO[str] | None = None) -> None:
+    from rich.markup import escape
+
+    console = _console(stream or sys.stdout, color)
+    console.print(f"[{_STYLE[level]}]\\[{level.value}][/] {escape(text)}")
+
+
+def render(result: CommandResult, *, as_json: bool, color: str,
+           stream: IO[str] | None = None, show_diff: bool = False) -> None:
+    out = stream or sys.stdout
+    if as_json:
+        out.write(json.dumps(to_json(result), indent=2) + "\n")
+        return
+    from rich.markup import escape
+
+    console = _console(out, color)
+    for note in result.notes:
+        console.print(f"[{_STYLE[Level.WARN]}]\\[WARN][/] {escape(note)}")
+    for item in result.results:
+        _render_item(console, item, show_diff)
+    if result.summary:
+        console.print(escape(result.summary))
+
+
+def _render_item(console: Any, item: ArtifactResult, show_diff: bool) -> None:
+    from rich.markup import escape
+
+    console.print(f"[{_STYLE[item.level]}]\\[{item.level.value}][/] {escape(item.message)}")
+    if item.level in (Level.FAIL, Level.WARN) or show_diff:
+        for detail in item.details:
+            for text in detail.splitlines():
+                console.print(f"    {escape(text)}")
+    if show_diff and item.diff:
+        console.print(escape(item.diff.rstrip("\n")))
+
+
+def to_json(result: CommandResult) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "format": JSON_FORMAT,
+        "command": result.command,
+        "ok": result.ok,
+        "exit_code": result.exit_code,
+        "results": [_item_json(r) for r in result.results],
+        "notes": list(result.notes),
+    }
+    doc.update(result.extra)
+    return doc
+
+
+def _item_json(item: ArtifactResult) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "id": item.id,
+        "kind": item.kind,
+        "status": item.status.value,
+        "level": item.level.value,
+        "message": item.message,
+        "files": [f.__dict__ for f in item.files],
+    }
+    if item.details:
+        doc["details"] = list(item.details)
+    if item.diff:
+        doc["diff"] = item.diff
+    return doc
+
+
+def error(message: str, *, command: str, exit_code: int, as_json: bool, color: str,
+          log_path: str | None = None) -> None:
+    """A failure that stopped the command before it produced results (stderr / JSON)."""
+    if as_json:
+        doc = {"format": JSON_FORMAT, "command": command, "ok": False, "exit_code": exit_code,
+               "results": [], "error": {"message": message, "log": log_path}}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    text = message + (f" (details: {log_path})" if log_path else "")
+    line(Level.FAIL, text, color=color, stream=sys.stderr)
+
+
+def progress(message: str, *, color: str) -> None:
+    """Side remarks while a command runs (waiting for a lock): stderr, never stdout."""
+    line(Level.WARN, message, color=color, stream=sys.stderr)

@@ -1,0 +1,105 @@
+"""Pure evaluation: desired vs actual state of each artifact. Reads files, writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.kinds import KINDS, PLANNED_KINDS
+from ascendpatch.kinds.base import FilePlan, FileStatus, KindContext
+from ascendpatch.manifest.loader import resolve_source
+from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
+from ascendpatch.results import Level
+from ascendpatch.target import Target
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+    level: Level = Level.SKIP
+
+
+@dataclass(frozen=True)
+class ArtifactPlan:
+    artifact: Artifact
+    context: KindContext | None
+    skip: Skip | None
+    files: tuple[FilePlan, ...] = ()
+
+    @property
+    def state(self) -> FileStatus | None:
+        """Overall state: conflict > partial > mixed(=partial) > applied/pristine."""
+        states = {f.state for f in self.files}
+        if not states:
+            return None
+        if FileStatus.CONFLICT in states:
+            return FileStatus.CONFLICT
+        if states == {FileStatus.APPLIED}:
+            return FileStatus.APPLIED
+        if states == {FileStatus.PRISTINE}:
+            return FileStatus.PRISTINE
+        return FileStatus.PARTIAL
+
+
+def select(manifest: Manifest, ids: list[str], enabled_extra: tuple[str, ...] = ()) \
+        -> list[Artifact]:
+    """The artifacts a command acts on: named ones, else every enabled one."""
+    if ids:
+        unknown = [i for i in ids if manifest.artifact(i) is None]
+        if unknown:
+            known = ", ".join(a.id for a in manifest.artifacts) or "none"
+            raise InvalidInputError(f"unknown artifact id(s) {', '.join(unknown)} in manifest "
+                                    f"{manifest.name} (known: {known})")
+        return [a for a in manifest.artifacts if a.id in ids]
+    return [a for a in manifest.artifacts if a.enabled or a.id in enabled_extra]
+
+
+def context_for(artifact: Artifact, target: Target, env: Mapping[str, str]) \
+        -> KindContext | Skip:
+    """Pick the variant for the installed version, or say why the artifact does not apply."""
+    if artifact.kind in PLANNED_KINDS:
+        return Skip(f"kind {artifact.kind!r} ({PLANNED_KINDS[artifact.kind]}) is not supported "
+                    f"by this ascendpatch version yet", Level.WARN)
+    kind = KINDS[artifact.kind]
+    dist = target.get(artifact.distribution) if artifact.distribution else None
+    if kind.needs_distribution and dist is None:
+        return Skip(f"{artifact.distribution or '(no distribution named)'} is not installed "
+                    f"in {target.describe()}")
+    assert dist is not None
+    version = dist.parsed_version
+    if version is None:
+        return Skip(f"{dist.display_name} {dist.version} is not a PEP 440 version", Level.WARN)
+    if artifact.not_needed and version_in(artifact.not_needed[0], version):
+        return Skip(f"not needed for {dist.display_name} {dist.version}: "
+                    f"{artifact.not_needed[1]}")
+    variant = artifact.variant_for(version)
+    if variant is None:
+        return Skip(f"no variant for {dist.display_name} {dist.version} (covers "
+                    f"{artifact.covered_versions()}); check whether this release needs the fix "
+                    f"(ascendpatch port)", Level.WARN)
+    source = resolve_source(artifact, variant.source, env) if variant.source else None
+    return KindContext(artifact, variant, dist, dist.location, source, dict(env))
+
+
+def prepare(artifacts: list[Artifact], target: Target, env: Mapping[str, str]) \
+        -> list[tuple[Artifact, KindContext | Skip]]:
+    """Resolve and validate every artifact before anything is written (bad input -> exit 2)."""
+    prepared: list[tuple[Artifact, KindContext | Skip]] = []
+    for artifact in artifacts:
+        ctx = context_for(artifact, target, env)
+        if isinstance(ctx, KindContext):
+            KINDS[artifact.kind].prepare(ctx)
+        prepared.append((artifact, ctx))
+    return prepared
+
+
+def evaluate(artifact: Artifact, ctx: KindContext | Skip) -> ArtifactPlan:
+    if isinstance(ctx, Skip):
+        return ArtifactPlan(artifact, None, ctx)
+    files = tuple(KINDS[artifact.kind].inspect(ctx))
+    return ArtifactPlan(artifact, ctx, None, files)
+
+
+def variant_label(variant: Variant) -> str:
+    return variant.versions

@@ -1,0 +1,1 @@
+"""Everything ascendpatch writes to a target goes through this package."""

@@ -1,0 +1,152 @@
+"""The target environment: an interpreter (inspected in one subprocess) or a bare site-packages.
+
+Facts come from the stdlib-only ``_introspect`` script run *in* the target interpreter, so the
+tool's own Python never has to match the target's. A ``--site-packages`` target is read
+directly with ``importlib.metadata`` and needs no interpreter at all.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import metadata
+from importlib.resources import files
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ascendpatch.errors import TargetError
+from ascendpatch.hashing import record_to_hex
+
+INTROSPECT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class RecordEntry:
+    sha256: str | None  # hex, None where RECORD has no hash (.pyc, RECORD itself)
+    size: int | None
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str  # canonical (PEP 503) name
+    display_name: str
+    version: str
+    metadata_dir: Path
+
+    @property
+    def location(self) -> Path:
+        """The folder RECORD paths are relative to (usually site-packages)."""
+        return self.metadata_dir.parent
+
+    @cached_property
+    def parsed_version(self) -> Version | None:
+        try:
+            return Version(self.version)
+        except InvalidVersion:
+            return None
+
+    @cached_property
+    def record(self) -> dict[str, RecordEntry]:
+        """RECORD entries keyed by path relative to ``location``."""
+        entries: dict[str, RecordEntry] = {}
+        for item in metadata.PathDistribution(self.metadata_dir).files or ():
+            digest = None
+            if item.hash is not None:
+                digest = record_to_hex(f"{item.hash.mode}={item.hash.value}")
+            entries[item.as_posix()] = RecordEntry(digest, item.size)
+        return entries
+
+    @cached_property
+    def metadata(self) -> metadata.PackageMetadata:
+        return metadata.PathDistribution(self.metadata_dir).metadata
+
+
+@dataclass(frozen=True)
+class Target:
+    site_packages: tuple[Path, ...]
+    distributions: dict[str, Distribution] = field(repr=False)
+    python: Path | None = None
+    python_version: str | None = None
+    prefix: str | None = None
+
+    @property
+    def root(self) -> Path:
+        """Where ascendpatch keeps its state: the first site-packages folder."""
+        return self.site_packages[0]
+
+    def get(self, name: str) -> Distribution | None:
+        return self.distributions.get(canonicalize_name(name))
+
+    def describe(self) -> str:
+        if self.python is not None:
+            return f"{self.python} (Python {self.python_version})"
+        return f"site-packages {self.root}"
+
+
+def _distribution(name: str, version: str, path: str) -> Distribution:
+    return Distribution(canonicalize_name(name), name, version, Path(path))
+
+
+def _index(dists: Iterable[Distribution]) -> dict[str, Distribution]:
+    index: dict[str, Distribution] = {}
+    for dist in dists:
+        index.setdefault(dist.name, dist)
+    return index
+
+
+def introspection_script() -> str:
+    return files("ascendpatch").joinpath("_introspect.py").read_text(encoding="utf-8")
+
+
+def from_python(python: Path) -> Target:
+    """Inspect a target interpreter with one subprocess; never imports the NPU stack."""
+    try:
+        proc = subprocess.run([str(python), "-c", introspection_script()], capture_output=True,
+                              text=True, timeout=INTROSPECT_TIMEOUT, check=False,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise TargetError(f"target interpreter {python} does not exist",
+                          fix="pass --python with the path of the image's python") from None
+    except (PermissionError, OSError) as exc:
+        raise TargetError(f"cannot run target interpreter {python}: {exc}") from None
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"target interpreter {python} did not answer within "
+                          f"{INTROSPECT_TIMEOUT:.0f}s") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TargetError(f"target interpreter {python} failed to report its environment: {tail}",
+                          fix="it must be Python 3.8 or newer")
+    return _target_from_report(python, proc.stdout)
+
+
+def _target_from_report(python: Path, stdout: str) -> Target:
+    try:
+        info = json.loads(stdout)
+        sites = tuple(Path(p) for p in info["site_packages"])
+        dists = [_distribution(d["name"], d["version"], d["path"]) for d in info["distributions"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TargetError(f"target interpreter {python} returned an unreadable report ({exc})") \
+            from None
+    if not sites:
+        raise TargetError(f"target interpreter {python} has no site-packages folder")
+    return Target(sites, _index(dists), python=python,
+                  python_version=str(info.get("python_version")), prefix=info.get("prefix"))
+
+
+def from_site_packages(folder: Path) -> Target:
+    """A target that is only a folder: an unpacked image, a mounted root."""
+    if not folder.is_dir():
+        raise TargetError(f"--site-packages {folder} is not a folder")
+    dists = []
+    for dist in metadata.distributions(path=[str(folder)]):
+        path = getattr(dist, "_path", None)
+        name = dist.metadata["Name"] if dist.metadata else None
+        if path is None or not name:
+            continue
+        dists.append(_distribution(name, dist.version, str(path)))
+    return Target((folder,), _index(dists))
