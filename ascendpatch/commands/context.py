@@ -42,12 +42,11 @@ def locked(ctx: Context) -> Iterator[Session]:
 def reading(ctx: Context) -> Iterator[Session]:
     """Read-only commands lock (and recover) when they can write, and read as-is otherwise."""
     store = ctx.store
-    if store.writable():
+    if not store.journal_path.exists() or store.writable():
         with locked(ctx) as session:
             yield session
         return
     session = Session(store)
-    if store.journal_path.exists():
-        session.notes.append(f"an interrupted run left {store.journal_path}; run a writing "
-                             "command (apply or revert) as a user who can write the target")
+    session.notes.append(f"an interrupted run left {store.journal_path}; run a writing "
+                         "command (apply or revert) as a user who can write the target")
     yield session

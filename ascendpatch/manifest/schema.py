@@ -97,12 +97,27 @@ def validate(value: object, schema: Schema, path: str = "") -> list[str]:
         return _validate_map(value, schema, path, where)
     if isinstance(schema, Obj):
         return _validate_obj(value, schema, path, where)
-    problems: list[str] = []
+    return _validate_one_of(value, schema, path)
+
+
+_PY_TYPES: dict[type, type] = {Str: str, Bool: bool, Int: int, ListOf: list, MapOf: dict,
+                               Obj: dict}
+
+
+def _validate_one_of(value: object, schema: OneOf, path: str) -> list[str]:
+    """Report the problems of the alternative whose type fits the value (the user's intent)."""
+    fitting: list[str] | None = None
     for option in schema.options:
         problems = validate(value, option, path)
         if not problems:
             return []
-    return problems
+        if fitting is None and isinstance(value, _PY_TYPES.get(type(option), object)):
+            fitting = problems
+    if fitting is not None:
+        return fitting
+    kinds = " or ".join(sorted({_PY_TYPES[type(o)].__name__ for o in schema.options
+                                if type(o) in _PY_TYPES}))
+    return [f"{path or '(top level)'}: expected {kinds}, got {_type_name(value)}"]
 
 
 def _validate_list(value: object, schema: ListOf, path: str, where: str) -> list[str]:

@@ -1,6 +1,8 @@
 """One lock per target: a second run waits (and says so) or gives up after --lock-timeout.
 
-flock locks die with their process, so a SIGKILLed run never leaves a stale lock behind.
+The lock is an flock on the target folder itself: it needs no file (a run that changes nothing
+writes nothing, not even a lock file), works on read-only targets, and dies with its process,
+so a SIGKILLed run never leaves a stale lock behind.
 """
 
 from __future__ import annotations
@@ -18,21 +20,25 @@ _POLL = 0.05
 
 
 def _holder(path: Path) -> str:
+    # The holder is named through /proc/locks where the kernel offers it.
     try:
-        pid = path.read_text(encoding="ascii").strip()
+        inode = path.stat().st_ino
+        with open("/proc/locks", encoding="ascii") as locks:
+            for row in locks:
+                fields = row.split()
+                if len(fields) > 5 and fields[5].endswith(f":{inode}"):
+                    return f"process {fields[4]}"
     except OSError:
-        return "another process"
-    return f"process {pid}" if pid else "another process"
+        pass
+    return "another ascendpatch run"
 
 
 @contextmanager
 def target_lock(path: Path, timeout: float,
                 on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         _acquire(fd, path, timeout, on_wait)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode("ascii"))
         yield
     finally:
         os.close(fd)  # closing releases the flock

@@ -3,7 +3,6 @@
 Layout, in the target's first site-packages folder (so it vanishes with an image rebuild,
 exactly as the patched files do)::
 
-    .ascendpatch/lock            flock, one run at a time
     .ascendpatch/ledger.json     artifact -> file -> sha256 before / after, backup, time
     .ascendpatch/backups/<sha>   every original, content-addressed
     .ascendpatch/journal.json    present only while a transaction runs
@@ -106,9 +105,8 @@ class StateStore:
     @contextmanager
     def session(self, timeout: float, on_wait: Callable[[str], None] | None = None,
                 notes: list[str] | None = None) -> Iterator[None]:
-        """Hold the target lock; first finish or undo whatever an interrupted run left."""
-        self._ensure_dir()
-        with target_lock(self.dir / "lock", timeout, on_wait):
+        """Hold the target lock; first undo whatever an interrupted run left."""
+        with target_lock(self.root, timeout, on_wait):
             recovered = self.recover()
             if recovered and notes is not None:
                 notes.append(recovered)
@@ -133,6 +131,7 @@ class StateStore:
 
         ``keep``: more contents to back up first (the pristine originals revert will need).
         """
+        self._ensure_dir()
         ledger_before = self._ledger_text()
         entries = [self._journal_entry(c) for c in changes]
         for data in [*(c.before for c in changes), *keep]:

@@ -1,0 +1,114 @@
+"""Test kit: build target environments in temp dirs (never the real site-packages).
+
+``make_dist`` writes an installed distribution exactly as pip lays one out: package files,
+``<name>-<version>.dist-info`` with METADATA, INSTALLER and a RECORD whose sha256 entries are
+real (url-safe base64), so RECORD-aware code is exercised on the genuine format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ascendpatch.cli import main
+from ascendpatch.hashing import hex_to_record, sha256_bytes
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_dist(site: Path, name: str, version: str, files: Mapping[str, str | bytes],
+              requires: Sequence[str] = ()) -> Path:
+    """Install a fake distribution into ``site``; returns its dist-info folder."""
+    site.mkdir(parents=True, exist_ok=True)
+    dist_info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    dist_info.mkdir()
+    # (package folders may already exist: a test can plant a symlink first)
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta += [f"Requires-Dist: {r}" for r in requires]
+    contents: dict[str, bytes] = {}
+    for rel, data in files.items():
+        contents[rel] = data.encode() if isinstance(data, str) else data
+    contents[f"{dist_info.name}/METADATA"] = ("\n".join(meta) + "\n").encode()
+    contents[f"{dist_info.name}/INSTALLER"] = b"pip\n"
+    rows = []
+    for rel, data in contents.items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        rows.append(f"{rel},{hex_to_record(sha256_bytes(data))},{len(data)}")
+    rows.append(f"{dist_info.name}/RECORD,,")
+    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
+    return dist_info
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under root (symlinks by target), for "changed zero bytes" checks."""
+    digests: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            digests[rel] = "link:" + str(path.readlink())
+        elif path.is_file():
+            digests[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def write_manifest(path: Path, artifacts: list[dict[str, object]], **extra: object) -> Path:
+    import yaml
+
+    doc = {"name": extra.pop("name", "test"), **extra, "artifacts": artifacts}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> dict[str, Any]:
+        doc = json.loads(self.out)
+        assert isinstance(doc, dict)
+        return doc
+
+
+def run_cli(*args: str | Path) -> Run:
+    """Run the real CLI entry point in-process, capturing stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse usage errors
+            code = int(exc.code or 0)
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+def run_process(*args: str | Path, env: Mapping[str, str] | None = None,
+                timeout: float = 120) -> Run:
+    """Run ``python -m ascendpatch`` as a real separate process."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "ascendpatch", *map(str, args)],
+                          capture_output=True, text=True, env=full_env, timeout=timeout,
+                          check=False, stdin=subprocess.DEVNULL)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+@contextlib.contextmanager
+def chdir(path: Path) -> Iterator[None]:
+    old = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)

@@ -1,0 +1,294 @@
+"""apply / plan / revert / status through the real CLI, on targets built in temp dirs."""
+
+from __future__ import annotations
+
+import importlib.util
+import py_compile
+from pathlib import Path
+
+import pytest
+
+from tests.kit import Run, make_dist, run_cli, tree_digest, write_manifest
+
+MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 21))
+OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 11))
+
+PATCH_TWO_FILES = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -4,3 +4,4 @@
+ value_4 = 4
+ value_5 = 5
++value_5b = 55
+ value_6 = 6
+--- a/demo/other.py
++++ b/demo/other.py
+@@ -2,3 +2,3 @@
+ other_2 = 2
+-other_3 = 3
++other_3 = 33
+ other_4 = 4
+"""
+
+
+@pytest.fixture
+def env(site: Path, tmp_path: Path) -> dict[str, Path]:
+    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
+                                      "demo/other.py": OTHER})
+    (tmp_path / "fix.patch").write_text(PATCH_TWO_FILES)
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": "fix.patch",
+    }])
+    return {"site": site, "manifest": manifest, "patch": tmp_path / "fix.patch"}
+
+
+def cli(env: dict[str, Path], *args: str) -> Run:
+    return run_cli("--site-packages", env["site"], "--manifest", env["manifest"], *args)
+
+
+def test_apply_then_second_apply_changes_zero_bytes(env: dict[str, Path]) -> None:
+    first = cli(env, "apply")
+    assert first.code == 0, first.err
+    assert first.out.strip() == "[OK] Applied demo fix"
+    before = tree_digest(env["site"])
+    second = cli(env, "apply")
+    assert second.code == 0
+    assert second.out.strip() == "[OK] demo fix already applied"
+    assert tree_digest(env["site"]) == before
+
+
+def test_json_document_shape(env: dict[str, Path]) -> None:
+    doc = cli(env, "--json", "apply").json
+    assert doc["command"] == "apply" and doc["ok"] is True
+    (item,) = doc["results"]
+    assert {"id", "kind", "status", "message", "files"} <= set(item)
+    assert item["status"] == "applied"
+    paths = {f["path"]: f for f in item["files"]}
+    assert set(paths) == {"demo/mod.py", "demo/other.py"}
+    assert all(f["sha256_before"] != f["sha256_after"] for f in paths.values())
+    assert cli(env, "apply", "--json").json["results"][0]["status"] == "already-applied"
+
+
+def test_revert_restores_byte_identical_files(env: dict[str, Path]) -> None:
+    pristine = tree_digest(env["site"])
+    assert cli(env, "apply").code == 0
+    result = cli(env, "revert")
+    assert result.code == 0 and result.out.strip() == "[OK] Reverted demo fix"
+    after = {k: v for k, v in tree_digest(env["site"]).items() if not k.startswith(".ascendpatch")}
+    assert after == pristine
+    again = cli(env, "revert")
+    assert again.code == 0 and "nothing to revert" in again.out
+
+
+def test_revert_after_backups_and_ledger_are_deleted(env: dict[str, Path]) -> None:
+    pristine = tree_digest(env["site"])
+    cli(env, "apply")
+    state = env["site"] / ".ascendpatch"
+    for blob in (state / "backups").iterdir():
+        blob.unlink()
+    (state / "ledger.json").unlink()
+    result = cli(env, "revert")
+    assert result.code == 0, result.out
+    after = {k: v for k, v in tree_digest(env["site"]).items() if not k.startswith(".ascendpatch")}
+    assert after == pristine
+
+
+def test_status_and_plan_report_without_writing(env: dict[str, Path]) -> None:
+    before = tree_digest(env["site"])
+    status = cli(env, "status")
+    assert status.code == 1 and "[WARN] demo fix not applied" in status.out
+    plan = cli(env, "plan")
+    assert plan.code == 1
+    assert "+value_5b = 55" in plan.out and "-other_3 = 3" in plan.out
+    dry = cli(env, "apply", "--dry-run")
+    assert dry.code == 1 and "would be applied" in dry.out
+    assert {k: v for k, v in tree_digest(env["site"]).items()
+            if not k.startswith(".ascendpatch")} == before
+    cli(env, "apply")
+    assert cli(env, "status").code == 0
+    assert cli(env, "plan").code == 0
+
+
+def test_partial_across_files_is_reported_and_refused(env: dict[str, Path]) -> None:
+    other = env["site"] / "demo/other.py"
+    other.write_text(OTHER.replace("other_3 = 3", "other_3 = 33"))
+    before = tree_digest(env["site"])
+    result = cli(env, "apply")
+    assert result.code == 1
+    assert "[FAIL] demo fix: partially applied" in result.out
+    assert tree_digest(env["site"]) == before
+    forced = cli(env, "apply", "--force")
+    assert forced.code == 0 and "[OK] Applied demo fix" in forced.out
+    assert "value_5b = 55" in (env["site"] / "demo/mod.py").read_text()
+
+
+def test_conflict_in_one_file_leaves_every_file_untouched(env: dict[str, Path]) -> None:
+    other = env["site"] / "demo/other.py"
+    other.write_text(OTHER.replace("other_3 = 3", "other_3 = 'drifted'"))
+    before = tree_digest(env["site"])
+    result = cli(env, "apply")
+    assert result.code == 1
+    assert "[FAIL] demo fix: conflict in demo/other.py" in result.out
+    assert "hunk #1 does not match" in result.out
+    assert "other_3 = 'drifted'" in result.out  # the nearest code is shown
+    assert tree_digest(env["site"]) == before
+    assert cli(env, "apply", "--force").code == 1  # no full post-image: force cannot help
+
+
+def test_file_mode_is_kept(env: dict[str, Path]) -> None:
+    mod = env["site"] / "demo/mod.py"
+    mod.chmod(0o750)
+    cli(env, "apply")
+    assert mod.stat().st_mode & 0o777 == 0o750
+    cli(env, "revert")
+    assert mod.stat().st_mode & 0o777 == 0o750
+
+
+def test_stale_bytecode_is_removed_including_unchecked_hash_pycs(env: dict[str, Path]) -> None:
+    mod = env["site"] / "demo/mod.py"
+    cache = Path(importlib.util.cache_from_source(str(mod)))
+    py_compile.compile(str(mod), cfile=str(cache),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    assert cache.exists()
+    cli(env, "apply")
+    assert not cache.exists()
+
+
+def test_unknown_artifact_id_is_a_usage_error(env: dict[str, Path]) -> None:
+    result = cli(env, "apply", "nope")
+    assert result.code == 2 and "unknown artifact id(s) nope" in result.err
+
+
+def test_missing_distribution_is_skipped(env: dict[str, Path], tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "m2.yaml", [{
+        "id": "x", "title": "x fix", "kind": "diff", "distribution": "absent-pkg",
+        "versions": ">=1", "source": "fix.patch"}])
+    result = run_cli("--site-packages", env["site"], "--manifest", manifest, "apply")
+    assert result.code == 0
+    assert result.out.startswith("[SKIP] x fix: absent-pkg is not installed")
+
+
+def test_version_out_of_range_is_skipped_and_nothing_changes(env: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "m3.yaml", [{
+        "id": "x", "title": "x fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=0.1,<1.0", "source": "fix.patch",
+        "not_needed": {"versions": ">=1.0", "reason": "fixed upstream in 1.0"}}])
+    before = tree_digest(env["site"])
+    result = run_cli("--site-packages", env["site"], "--manifest", manifest, "apply")
+    assert result.code == 0
+    assert result.out.strip() == ("[SKIP] x fix: not needed for demo 1.2.0: fixed upstream "
+                                  "in 1.0")
+    assert tree_digest(env["site"]) == before
+
+
+# ------------------------------------------------------------------------- other kinds
+
+
+def _dropin_env(site: Path, tmp_path: Path, original: str) -> Path:
+    make_dist(site, "quant", "0.18.0", {"quant/w8a8.py": original})
+    (tmp_path / "w8a8.py.smooth").write_text("SMOOTH = True\n")
+    return write_manifest(tmp_path / "d.yaml", [{
+        "id": "smooth", "title": "SmoothQuant drop-in", "kind": "dropin",
+        "distribution": "quant", "versions": ">=0.18", "source": "w8a8.py.smooth",
+        "targets": ["quant/w8a8.py"]}])
+
+
+def test_dropin_over_known_original_and_revert(site: Path, tmp_path: Path) -> None:
+    manifest = _dropin_env(site, tmp_path, "ORIGINAL = 1\n")
+    target = site / "quant/w8a8.py"
+    assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 0
+    assert target.read_text() == "SMOOTH = True\n"
+    again = run_cli("--site-packages", site, "--manifest", manifest, "apply")
+    assert "already applied" in again.out
+    assert run_cli("--site-packages", site, "--manifest", manifest, "revert").code == 0
+    assert target.read_text() == "ORIGINAL = 1\n"
+
+
+def test_dropin_over_unknown_content_needs_force_and_keeps_backup(site: Path,
+                                                                   tmp_path: Path) -> None:
+    manifest = _dropin_env(site, tmp_path, "ORIGINAL = 1\n")
+    target = site / "quant/w8a8.py"
+    target.write_text("LOCAL EDIT = 1\n")
+    refused = run_cli("--site-packages", site, "--manifest", manifest, "apply")
+    assert refused.code == 1 and "unrecognised content" in refused.out
+    assert "--force overwrites it" in refused.out
+    assert target.read_text() == "LOCAL EDIT = 1\n"
+    forced = run_cli("--site-packages", site, "--manifest", manifest, "apply", "--force")
+    assert forced.code == 0 and target.read_text() == "SMOOTH = True\n"
+    assert run_cli("--site-packages", site, "--manifest", manifest, "revert").code == 0
+    assert target.read_text() == "LOCAL EDIT = 1\n"  # the backup brought the edit back
+
+
+def test_file_kind_creates_and_reverts(site: Path, tmp_path: Path) -> None:
+    make_dist(site, "demo", "1.0", {"demo/__init__.py": ""})
+    (tmp_path / "extra.json").write_text('{"a": 1}\n')
+    manifest = write_manifest(tmp_path / "f.yaml", [{
+        "id": "extra", "title": "extra file", "kind": "file", "distribution": "demo",
+        "versions": ">=1", "source": "extra.json", "targets": ["demo/extra.json"]}])
+    assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 0
+    assert (site / "demo/extra.json").read_text() == '{"a": 1}\n'
+    assert "already applied" in run_cli("--site-packages", site, "--manifest", manifest,
+                                        "apply").out
+    assert run_cli("--site-packages", site, "--manifest", manifest, "revert").code == 0
+    assert not (site / "demo/extra.json").exists()
+    (site / "demo/extra.json").write_text("different\n")
+    assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 1
+
+
+# ------------------------------------------------------------------------- bad input
+
+
+def _bad(site: Path, tmp_path: Path, patch_text: str) -> Run:
+    make_dist(site, "demo", "1.0", {"demo/mod.py": MOD, "demo/__init__.py": ""})
+    (tmp_path / "bad.patch").write_text(patch_text)
+    manifest = write_manifest(tmp_path / "b.yaml", [{
+        "id": "bad", "title": "bad", "kind": "diff", "distribution": "demo",
+        "versions": ">=1", "source": "bad.patch"}])
+    before = tree_digest(tmp_path)
+    result = run_cli("--site-packages", site, "--manifest", manifest, "apply")
+    assert tree_digest(tmp_path) == before, "bad input must change zero bytes"
+    assert result.code == 2, result.out + result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+    return result
+
+
+@pytest.mark.parametrize("patch_text, fragment", [
+    ("--- a/../../evil.py\n+++ b/../../evil.py\n@@ -1 +1 @@\n-a\n+b\n", "contains '..'"),
+    ("--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-a\n+b\n", "absolute path"),
+    ("--- a/demo/mod.py\n+++ b/demo/mod.py\n@@ -1,3 +1,3 @@\n value_1 = 1\n-value_2 = 2\n",
+     "not a valid unified diff"),
+    ("this is not a patch at all\n", "contains no file changes"),
+])
+def test_bad_patches_exit_2_with_one_line(site: Path, tmp_path: Path, patch_text: str,
+                                          fragment: str) -> None:
+    assert fragment in _bad(site, tmp_path, patch_text).err
+
+
+def test_symlink_out_of_the_tree_is_refused(site: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.py").write_text("a\n")
+    (site / "demo").mkdir()
+    (site / "demo/escape").symlink_to(outside)
+    result = _bad(site, tmp_path, "--- a/demo/escape/victim.py\n+++ b/demo/escape/victim.py\n"
+                                  "@@ -1 +1 @@\n-a\n+b\n")
+    assert "outside the target" in result.err
+    assert (outside / "victim.py").read_text() == "a\n"
+
+
+def test_unexpected_error_exit_3_with_log(env: dict[str, Path],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import ascendpatch.engine as engine
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(engine, "apply_plan", boom)
+    monkeypatch.setattr("ascendpatch.commands.apply.apply_plan", boom)
+    result = cli(env, "apply")
+    assert result.code == 3
+    assert "unexpected error: RuntimeError: simulated bug" in result.err
+    log = result.err.split("(details: ")[1].rstrip(")\n")
+    assert "Traceback" in Path(log).read_text()

@@ -1,0 +1,156 @@
+"""Manifest loading: safe YAML, every problem at once with its key path, extends, ${VAR}."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from ascendpatch.errors import InvalidInputError, ManifestError
+from ascendpatch.manifest import loader
+from ascendpatch.manifest.model import version_in
+from tests.kit import run_cli, tree_digest
+
+
+def _write(tmp_path: Path, text: str, name: str = "m.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_malformed_yaml_names_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: x\nartifacts: [\n  - id: a\n")
+    with pytest.raises(ManifestError, match=r"m.yaml: malformed YAML at line \d+"):
+        loader.load(str(path))
+
+
+def test_yaml_is_loaded_safely(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(ManifestError, match="malformed YAML"):
+        loader.load(str(path))
+
+
+def test_every_problem_is_reported_at_once_with_key_paths(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+name: ok
+colour: blue
+stack:
+  packages:
+    torch: "=>2.9"
+artifacts:
+  - id: first
+    title: fine
+    kind: diff
+    versions: ">=1"
+  - id: Bad ID
+    title: 3
+    kind: teleport
+    versions: ">=1"
+    targets: notalist
+    surprise: true
+  - id: first
+    title: duplicate
+    kind: diff
+""")
+    with pytest.raises(ManifestError) as info:
+        loader.load(str(path))
+    problems = info.value.problems
+    expected = [
+        "colour: unknown key",
+        "stack.packages.torch: '=>2.9' is not a valid PEP 440 version specifier",
+        "artifacts[1].id: 'Bad ID' is not a valid id",
+        "artifacts[1].title: expected a string, got integer",
+        "artifacts[1].kind: unknown kind 'teleport'",
+        "artifacts[1].targets: expected a list, got string",
+        "artifacts[1].surprise: unknown key",
+        "artifacts[2].id: duplicate id 'first'",
+        "artifacts[2].versions: required key is missing",
+    ]
+    for fragment in expected:
+        assert any(fragment in p for p in problems), (fragment, problems)
+    assert all(p.startswith(f"{path}: ") for p in problems)
+
+
+def test_cli_reports_bad_manifest_with_exit_2_and_one_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: x\nartifacts:\n  - id: a\n    kind: diff\n    sneaky: 1\n")
+    site = tmp_path / "sp"
+    site.mkdir()
+    before = tree_digest(tmp_path)
+    result = run_cli("--site-packages", site, "--manifest", path, "apply")
+    assert result.code == 2
+    assert len(result.err.strip().splitlines()) == 1
+    assert "more problems" in result.err and "Traceback" not in result.err
+    assert tree_digest(tmp_path) == before
+
+
+def test_extends_layers_child_over_parent(tmp_path: Path) -> None:
+    _write(tmp_path, """
+name: base
+protected: [torch]
+stack: {packages: {torch: "==2.9.0", vllm: "==0.18.0"}}
+artifacts:
+  - {id: a, title: A, kind: diff, distribution: x, versions: ">=1", source: a.patch}
+  - {id: b, title: B, kind: diff, distribution: x, versions: ">=1", source: b.patch}
+""", "base.yaml")
+    child = _write(tmp_path, """
+name: child
+extends: [base]
+protected: [torch-npu]
+stack: {packages: {vllm: "==0.18.1"}}
+artifacts:
+  - {id: b, title: B2, kind: diff, distribution: x, versions: ">=2", source: b2.patch}
+""", "child.yaml")
+    manifest = loader.load(str(child))
+    assert manifest.protected == ("torch", "torch-npu")
+    assert {p.name: p.specifier for p in manifest.stack.packages} == {
+        "torch": "==2.9.0", "vllm": "==0.18.1"}
+    assert [(a.id, a.title) for a in manifest.artifacts] == [("a", "A"), ("b", "B2")]
+
+
+def test_extends_cycle_is_an_error(tmp_path: Path) -> None:
+    _write(tmp_path, "name: a\nextends: [b]\n", "a.yaml")
+    _write(tmp_path, "name: b\nextends: [a]\n", "b.yaml")
+    with pytest.raises(ManifestError, match="cycle"):
+        loader.load(str(tmp_path / "a.yaml"))
+
+
+def test_source_variables_expand_and_missing_ones_name_the_fix(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+name: model
+artifacts:
+  - id: adapter
+    title: adapter
+    kind: dropin
+    distribution: x
+    versions: ">=1"
+    source: ${MODEL_DIR}/patches/muse_glimmer.py
+    targets: [x/y.py]
+""")
+    artifact = loader.load(str(path)).artifacts[0]
+    source = artifact.variants[0].source
+    assert source is not None
+    resolved = loader.resolve_source(artifact, source, {"MODEL_DIR": "/models/mg"})
+    assert resolved == Path("/models/mg/patches/muse_glimmer.py")
+    with pytest.raises(InvalidInputError, match=r"needs \$\{MODEL_DIR\}.*export MODEL_DIR"):
+        loader.resolve_source(artifact, source, {})
+
+
+def test_unknown_bundled_name_lists_what_exists() -> None:
+    with pytest.raises(InvalidInputError, match="no bundled manifest named 'nope'"):
+        loader.load("nope")
+
+
+@pytest.mark.parametrize("spec, version, expected", [
+    (">=0.14.0rc1,<0.23.0", "0.22.1rc2", True),
+    # PEP 440: "<0.23.0" never admits 0.23.0's own pre-releases; ranges must say <=0.23.0rc1.
+    (">=0.14.0rc1,<0.23.0", "0.23.0rc1", False),
+    (">=0.14.0rc1,<=0.23.0rc1", "0.23.0rc1", True),
+    (">=0.14.0rc1,<0.23.0", "0.23.0", False),
+    ("==2.10.0", "2.10.0+cpu", True),
+    (">=0.23.0,<0.25.1rc1", "0.23.0.post1", True),
+    ("<0.14.0rc1", "0.13.0", True),
+])
+def test_versions_with_pre_releases_and_local_labels(spec: str, version: str,
+                                                     expected: bool) -> None:
+    assert version_in(spec, Version(version)) is expected

@@ -1,0 +1,70 @@
+"""Target environments: one introspection subprocess that never imports the NPU stack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ascendpatch import discover, target
+from ascendpatch.errors import TargetError
+from tests.kit import make_dist, run_cli
+
+BOMB = "raise RuntimeError('imported torch: introspection must never do this')\n"
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real venv (no pip, fast) whose site-packages holds a torch that explodes on import."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
+                                "print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    for name in ("torch", "torch_npu", "vllm", "vllm_ascend"):
+        make_dist(site, name.replace("_", "-"), "9.9.9", {f"{name}/__init__.py": BOMB})
+    return python
+
+
+def test_from_python_reports_distributions_without_importing_them(venv: Path) -> None:
+    tgt = target.from_python(venv)
+    assert tgt.python_version == ".".join(map(str, sys.version_info[:3]))
+    assert tgt.get("vllm-ascend") is not None and tgt.get("vllm_ascend") is not None
+    torch = tgt.get("torch")
+    assert torch is not None and torch.version == "9.9.9"
+    assert torch.record["torch/__init__.py"].sha256 is not None
+    assert "site-packages" in str(tgt.root)
+
+
+def test_site_packages_target_needs_no_interpreter(site: Path) -> None:
+    make_dist(site, "Some_Pkg", "1.0.0+cpu", {"some_pkg/__init__.py": "x = 1\n"})
+    tgt = target.from_site_packages(site)
+    dist = tgt.get("some-pkg")
+    assert dist is not None and dist.version == "1.0.0+cpu"
+    assert dist.record["some_pkg/__init__.py"].size == 6
+
+
+def test_missing_interpreter_is_a_clear_error(tmp_path: Path) -> None:
+    result = run_cli("--python", tmp_path / "nope" / "python3", "status")
+    assert result.code == 2
+    assert "does not exist" in result.err and "--python" in result.err
+
+
+def test_discovery_prefers_env_var_then_candidates_with_vllm_ascend(venv: Path) -> None:
+    assert discover.find_target({"ASCENDPATCH_PYTHON": str(venv)}).python == venv
+    found = discover.find_target({"PATH": str(venv.parent)})
+    assert found.python is not None and found.python.parent == venv.parent
+
+
+def test_discovery_failure_lists_what_was_tried(tmp_path: Path) -> None:
+    def inspect(path: Path) -> target.Target:
+        return target.Target((tmp_path,), {}, python=path)
+
+    with pytest.raises(TargetError) as info:
+        discover.find_target({"PATH": str(tmp_path)}, inspect=inspect)
+    message = str(info.value)
+    assert "/usr/local/python3.12.13/bin/python3" in message
+    assert "pass --python PATH" in message
