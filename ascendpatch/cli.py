@@ -87,14 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _target(args: argparse.Namespace) -> object:
+def _target(args: argparse.Namespace, preferred: Sequence[str]) -> object:
     from ascendpatch import discover, target
 
     if args.site_packages is not None:
         return target.from_site_packages(args.site_packages)
     if args.python is not None:
         return target.from_python(args.python)
-    return discover.find_target(os.environ)
+    return discover.find_target(os.environ, preferred=preferred)
 
 
 def _context(args: argparse.Namespace) -> Context:
@@ -104,7 +104,7 @@ def _context(args: argparse.Namespace) -> Context:
     from ascendpatch.target import Target
 
     manifest = loader.load(args.manifest)
-    tgt = _target(args)
+    tgt = _target(args, manifest.target.get("python") or ())
     assert isinstance(tgt, Target)
     color = args.color
     return Context(target=tgt, manifest=manifest, env=dict(os.environ),

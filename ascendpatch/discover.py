@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ascendpatch.errors import TargetError
@@ -19,8 +19,9 @@ ENV_VAR = "ASCENDPATCH_PYTHON"
 ANCHOR_DISTRIBUTION = "vllm-ascend"
 
 
-def candidates(env: Mapping[str, str]) -> list[Path]:
-    found: list[Path] = [Path("/usr/local/python3.12.13/bin/python3")]
+def candidates(env: Mapping[str, str], preferred: Sequence[str] = ()) -> list[Path]:
+    found: list[Path] = [Path(p) for p in preferred]
+    found.append(Path("/usr/local/python3.12.13/bin/python3"))
     found += sorted(Path("/usr/local").glob("python3*/bin/python3"), reverse=True)
     found += [Path("/usr/local/bin/python3"), Path("/usr/bin/python3")]
     for name in ("python3", "python"):
@@ -34,13 +35,14 @@ def candidates(env: Mapping[str, str]) -> list[Path]:
     return unique
 
 
-def find_target(env: Mapping[str, str],
-                inspect: Callable[[Path], Target] = from_python) -> Target:
+def find_target(env: Mapping[str, str], inspect: Callable[[Path], Target] = from_python,
+                preferred: Sequence[str] = ()) -> Target:
+    """``preferred``: the manifest's own ``target.python`` candidates, tried first."""
     explicit = env.get(ENV_VAR)
     if explicit:
         return inspect(Path(explicit))
     tried: list[str] = []
-    for path in candidates(env):
+    for path in candidates(env, preferred):
         if not path.exists():
             tried.append(f"{path} (absent)")
             continue

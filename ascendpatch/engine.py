@@ -38,7 +38,7 @@ def _result(plan: ArtifactPlan, status: Status, level: Level, message: str, **kw
 
 def _package(plan: ArtifactPlan) -> str:
     dist = plan.context.dist if plan.context else None
-    return f"{dist.display_name}=={dist.version}" if dist else "<package>"
+    return f"{dist.name}=={dist.version}" if dist else "<package>"
 
 
 def skipped(plan: ArtifactPlan) -> ArtifactResult:

@@ -55,8 +55,8 @@ def select(manifest: Manifest, ids: list[str], enabled_extra: tuple[str, ...] = 
     return [a for a in manifest.artifacts if a.enabled or a.id in enabled_extra]
 
 
-def context_for(artifact: Artifact, target: Target, env: Mapping[str, str]) \
-        -> KindContext | Skip:
+def context_for(artifact: Artifact, target: Target, env: Mapping[str, str],
+                required: bool = True) -> KindContext | Skip:
     """Pick the variant for the installed version, or say why the artifact does not apply."""
     if artifact.kind in PLANNED_KINDS:
         return Skip(f"kind {artifact.kind!r} ({PLANNED_KINDS[artifact.kind]}) is not supported "
@@ -69,25 +69,34 @@ def context_for(artifact: Artifact, target: Target, env: Mapping[str, str]) \
     assert dist is not None
     version = dist.parsed_version
     if version is None:
-        return Skip(f"{dist.display_name} {dist.version} is not a PEP 440 version", Level.WARN)
+        return Skip(f"{dist.name} {dist.version} is not a PEP 440 version", Level.WARN)
     if artifact.not_needed and version_in(artifact.not_needed[0], version):
-        return Skip(f"not needed for {dist.display_name} {dist.version}: "
+        return Skip(f"not needed for {dist.name} {dist.version}: "
                     f"{artifact.not_needed[1]}")
     variant = artifact.variant_for(version)
     if variant is None:
-        return Skip(f"no variant for {dist.display_name} {dist.version} (covers "
+        return Skip(f"no variant for {dist.name} {dist.version} (covers "
                     f"{artifact.covered_versions()}); check whether this release needs the fix "
                     f"(ascendpatch port)", Level.WARN)
-    source = resolve_source(artifact, variant.source, env) if variant.source else None
+    try:
+        source = resolve_source(artifact, variant.source, env) if variant.source else None
+    except InvalidInputError as exc:
+        if required:
+            raise
+        return Skip(f"{exc}", Level.WARN)
     return KindContext(artifact, variant, dist, dist.location, source, dict(env))
 
 
-def prepare(artifacts: list[Artifact], target: Target, env: Mapping[str, str]) \
-        -> list[tuple[Artifact, KindContext | Skip]]:
-    """Resolve and validate every artifact before anything is written (bad input -> exit 2)."""
+def prepare(artifacts: list[Artifact], target: Target, env: Mapping[str, str],
+            required: bool = True) -> list[tuple[Artifact, KindContext | Skip]]:
+    """Resolve and validate every artifact before anything is written (bad input -> exit 2).
+
+    ``required`` False (revert of everything): an artifact whose source needs an unset
+    variable is skipped with a warning instead of stopping the whole command.
+    """
     prepared: list[tuple[Artifact, KindContext | Skip]] = []
     for artifact in artifacts:
-        ctx = context_for(artifact, target, env)
+        ctx = context_for(artifact, target, env, required or artifact.enabled)
         if isinstance(ctx, KindContext):
             KINDS[artifact.kind].prepare(ctx)
         prepared.append((artifact, ctx))

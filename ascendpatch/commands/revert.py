@@ -12,7 +12,7 @@ def run(ctx: Context, ids: list[str]) -> CommandResult:
     artifacts = select(ctx.manifest, ids, ctx.enabled_extra)
     if not ids:  # revert whatever is applied, enabled or not
         artifacts = list(ctx.manifest.artifacts)
-    prepared = prepare(artifacts, ctx.target, ctx.env)
+    prepared = prepare(artifacts, ctx.target, ctx.env, required=bool(ids))
     results: list[ArtifactResult] = []
     with locked(ctx) as session:
         for artifact, kctx in reversed(prepared):  # undo in reverse order of application

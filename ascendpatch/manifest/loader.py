@@ -64,7 +64,7 @@ MANIFEST = s.Obj(
         "description": s.Str(),
         "extends": s.ListOf(s.Str()),
         "stack": s.Obj({"python": s.Str(s.specifier), "cann": s.Str(),
-                        "packages": s.MapOf(_PIN)}),
+                        "from_metadata": s.Str(s.requirement), "packages": s.MapOf(_PIN)}),
         "protected": s.ListOf(s.Str()),
         "no_deps": s.ListOf(s.Str()),
         "accepted_conflicts": s.ListOf(s.Obj(
@@ -177,7 +177,8 @@ def _build(document: Mapping[str, Any], path: Path) -> Manifest:
         name=document["name"],
         path=path,
         description=document.get("description", ""),
-        stack=Stack(python=stack_doc.get("python"), cann=stack_doc.get("cann"), packages=pins),
+        stack=Stack(python=stack_doc.get("python"), cann=stack_doc.get("cann"), packages=pins,
+                    from_metadata=stack_doc.get("from_metadata")),
         protected=tuple(document.get("protected") or ()),
         no_deps=tuple(document.get("no_deps") or ()),
         artifacts=tuple(_artifact(a, path.parent) for a in document.get("artifacts") or ()),
@@ -225,7 +226,8 @@ def _merge(parent: Manifest, child: Manifest) -> Manifest:
     return Manifest(
         name=child.name, path=child.path, description=child.description or parent.description,
         stack=Stack(python=child.stack.python or parent.stack.python,
-                    cann=child.stack.cann or parent.stack.cann, packages=tuple(pins.values())),
+                    cann=child.stack.cann or parent.stack.cann, packages=tuple(pins.values()),
+                    from_metadata=child.stack.from_metadata),
         protected=_union(parent.protected, child.protected),
         no_deps=_union(parent.no_deps, child.no_deps),
         artifacts=tuple(artifacts.values()),

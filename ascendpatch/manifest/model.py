@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 
@@ -67,6 +68,11 @@ class Stack:
     python: str | None = None
     cann: str | None = None
     packages: tuple[PackagePin, ...] = ()
+    from_metadata: str | None = None  # "vllm-ascend==0.23.0": pins were read from its METADATA
+
+    def pin(self, name: str) -> PackagePin | None:
+        wanted = canonicalize_name(name)
+        return next((p for p in self.packages if canonicalize_name(p.name) == wanted), None)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 Check = Callable[[Any], "str | None"]
@@ -187,3 +188,11 @@ def env_name(text: str) -> str | None:
 
 def sha256_hex(text: str) -> str | None:
     return None if _HEX.match(text) else f"{text!r} is not a 64-digit lower-case hex sha256"
+
+
+def requirement(text: str) -> str | None:
+    try:
+        Requirement(text)
+    except InvalidRequirement:
+        return f"{text!r} is not a valid PEP 508 requirement (e.g. 'vllm-ascend==0.23.0')"
+    return None

@@ -1,0 +1,114 @@
+"""The sampler fallback on the real wheels of every release it claims (integration tier).
+
+Each release's wheel is downloaded from the index (cached outside the checkout), installed with
+pip ``--no-deps`` into a throwaway venv, and driven through a real ``python -m ascendpatch``
+process: apply, compile, guard in the syntax tree, idempotent re-apply, revert to RECORD.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import py_compile
+from pathlib import Path
+
+import pytest
+
+from ascendpatch.target import from_python, from_site_packages
+from tests import wheels
+from tests.kit import run_process, tree_digest
+
+pytestmark = pytest.mark.integration
+
+GUARD_FUNC = "_ascendpatch_topk_topp_op_available"
+NPU_FUNCS = ("_apply_top_k_top_p_ascendc", "_apply_top_k_top_p_torch_npu")
+
+
+def assert_guard_at_selection_point(source: str) -> None:
+    """The fused function selected on A2/A3 starts with the cached check and the fallback."""
+    tree = ast.parse(source)
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert GUARD_FUNC in funcs
+    (npu_name,) = [name for name in NPU_FUNCS if name in funcs]
+    first = funcs[npu_name].body[0]
+    assert isinstance(first, ast.If), "the guard must be the first statement"
+    test = ast.unparse(first.test)
+    assert test == f"_ASCENDPATCH_TOPK_TOPP_OP is not True and (not {GUARD_FUNC}())"
+    (ret,) = first.body
+    assert isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call)
+    assert ast.unparse(ret.value.func) == "_apply_top_k_top_p_pytorch"
+    assert [ast.unparse(a) for a in ret.value.args][:3] == ["logits", "k", "p"]
+    selector = [n for n in tree.body if isinstance(n, ast.Assign)
+                and ast.unparse(n.targets[0]) == "apply_top_k_top_p"]
+    assert selector and npu_name in ast.unparse(selector[0].value)
+    cache = [n for n in tree.body if isinstance(n, ast.Assign)
+             and ast.unparse(n.targets[0]) == "_ASCENDPATCH_TOPK_TOPP_OP"]
+    assert cache and ast.unparse(cache[0].value) == "None"  # probed at first use, not import
+
+
+def _venv_with(tmp_path: Path, version: str) -> Path:
+    python = wheels.make_venv(tmp_path / f"venv-{version}")
+    wheels.pip_install(python, "--no-deps", str(wheels.wheel(version)))
+    return python
+
+
+@pytest.mark.parametrize("version", wheels.AFFECTED)
+def test_fallback_applies_on_the_real_wheel(tmp_path: Path, version: str) -> None:
+    python = _venv_with(tmp_path, version)
+    site = wheels.site_packages(python)
+    sampler = site / wheels.SAMPLER
+    record = from_python(python).get("vllm-ascend")
+    assert record is not None
+    pristine_sha = record.record[wheels.SAMPLER].sha256
+
+    first = run_process("--python", python, "apply")
+    assert first.code == 0, first.out + first.err
+    assert first.out.strip() == "[OK] Applied sampler top_k/top_p fallback patch"
+    py_compile.compile(str(sampler), doraise=True, cfile=str(tmp_path / "check.pyc"))
+    assert_guard_at_selection_point(sampler.read_text())
+
+    before = tree_digest(site)
+    second = run_process("--python", python, "apply")
+    assert second.code == 0
+    assert second.out.strip() == "[OK] sampler top_k/top_p fallback patch already applied"
+    assert tree_digest(site) == before
+
+    reverted = run_process("--python", python, "revert")
+    assert reverted.code == 0, reverted.out
+    assert hashlib.sha256(sampler.read_bytes()).hexdigest() == pristine_sha
+
+
+@pytest.mark.parametrize("version", wheels.UNAFFECTED)
+def test_unaffected_releases_are_skipped_and_unchanged(tmp_path: Path, version: str) -> None:
+    python = _venv_with(tmp_path, version)
+    site = wheels.site_packages(python)
+    before = tree_digest(site)
+    result = run_process("--python", python, "apply")
+    assert result.code == 0, result.err
+    assert result.out.startswith(f"[SKIP] sampler top_k/top_p fallback patch: not needed for "
+                                 f"vllm-ascend {version}")
+    assert tree_digest(site) == before
+
+
+def test_post1_sdist_sampler_gets_the_same_check(tmp_path: Path) -> None:
+    sdist = wheels.sdist("vllm-ascend", "0.23.0.post1")
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    wheels.install_from_sdist(sdist, site, "0.23.0.post1")
+    sampler = site / wheels.SAMPLER
+    original = sampler.read_bytes()
+    assert original == wheels.wheel_member("0.23.0", wheels.SAMPLER)  # byte-identical
+
+    first = run_process("--site-packages", site, "apply")
+    assert first.code == 0, first.out + first.err
+    assert first.out.strip() == "[OK] Applied sampler top_k/top_p fallback patch"
+    py_compile.compile(str(sampler), doraise=True, cfile=str(tmp_path / "check.pyc"))
+    assert_guard_at_selection_point(sampler.read_text())
+    before = tree_digest(site)
+    assert "already applied" in run_process("--site-packages", site, "apply").out
+    assert tree_digest(site) == before
+    assert run_process("--site-packages", site, "revert").code == 0
+    dist = from_site_packages(site).get("vllm-ascend")
+    assert dist is not None
+    assert hashlib.sha256(sampler.read_bytes()).hexdigest() == \
+        dist.record[wheels.SAMPLER].sha256 == hashlib.sha256(original).hexdigest()

@@ -1,0 +1,132 @@
+"""Real vllm-ascend artifacts from the index, cached outside the checkout.
+
+Wheels come from ``pip download --no-deps``; the 0.23.0.post1 sdist (whose metadata pip cannot
+build without CANN) comes from the index's JSON API, checked against its published sha256.
+The cache lives in ``$ASCENDPATCH_TEST_CACHE`` (default ``~/.cache/ascendpatch-test``), read
+once at import, before the test fixtures point HOME at a temp dir.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from ascendpatch.hashing import hex_to_record, sha256_bytes
+
+CACHE = Path(os.environ.get("ASCENDPATCH_TEST_CACHE",
+                            Path.home() / ".cache" / "ascendpatch-test"))
+WHEELS = CACHE / "wheels"
+SAMPLER = "vllm_ascend/sample/sampler.py"
+INDEX = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691, the API pip itself speaks
+
+# The releases the catalog's sampler fix claims, and those it must leave alone.
+AFFECTED = ["0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1", "0.18.0",
+            "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.23.0",
+            "0.24.0rc1", "0.25.1rc1", "0.26.0rc1"]
+UNAFFECTED = ["0.13.0", "0.11.0", "0.12.0rc1", "0.9.1"]
+
+
+def wheel(version: str) -> Path:
+    WHEELS.mkdir(parents=True, exist_ok=True)
+    found = sorted(WHEELS.glob(f"vllm_ascend-{version}-*.whl"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary",
+                        ":all:", "-q", "-d", str(WHEELS), f"vllm-ascend=={version}"], check=True)
+        found = sorted(WHEELS.glob(f"vllm_ascend-{version}-*.whl"))
+    assert found, f"no wheel for vllm-ascend {version}"
+    return found[0]
+
+
+def wheel_member(version: str, member: str) -> bytes:
+    with zipfile.ZipFile(wheel(version)) as archive:
+        return archive.read(member)
+
+
+def wheel_metadata(version: str) -> str:
+    return wheel_member(version, f"vllm_ascend-{version}.dist-info/METADATA").decode()
+
+
+def sdist(name: str, version: str) -> Path:
+    """An sdist, straight from the index (no build), verified against the published sha256."""
+    folder = CACHE / "sdists"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{name.replace('-', '_')}-{version}.tar.gz"
+    cached = folder / stem
+    if cached.exists():
+        return cached
+    request = urllib.request.Request(f"{INDEX}/{name}/", headers={"Accept": SIMPLE_JSON})
+    with urllib.request.urlopen(request, timeout=60) as resp:
+        listing = json.load(resp)
+    (entry,) = [f for f in listing["files"] if f["filename"].lower() == stem.lower()]
+    url = urllib.parse.urljoin(f"{INDEX}/{name}/", entry["url"])
+    with urllib.request.urlopen(url, timeout=300) as resp:
+        data = resp.read()
+    if hashlib.sha256(data).hexdigest() != entry["hashes"]["sha256"]:
+        raise AssertionError(f"{stem}: sha256 differs from the index")
+    cached.write_bytes(data)
+    return cached
+
+
+def sdist_member(path: Path, member: str) -> bytes:
+    with tarfile.open(path) as archive:
+        root = archive.getnames()[0].split("/")[0]
+        handle = archive.extractfile(f"{root}/{member}")
+        assert handle is not None
+        return handle.read()
+
+
+def install_from_sdist(path: Path, site: Path, version: str) -> None:
+    """Lay out the sdist's pure-Python package as an installed distribution with a RECORD.
+
+    This is no build (the C extensions need CANN): only what the patch engine touches.
+    """
+    rows = []
+    with tarfile.open(path) as archive:
+        root = archive.getnames()[0].split("/")[0]
+        for member in archive.getmembers():
+            rel = member.name[len(root) + 1:]
+            if not member.isfile() or not rel.startswith("vllm_ascend/"):
+                continue
+            handle = archive.extractfile(member)
+            assert handle is not None
+            data = handle.read()
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            (site / rel).write_bytes(data)
+            rows.append(f"{rel},{hex_to_record(sha256_bytes(data))},{len(data)}")
+        pkg_info = archive.extractfile(f"{root}/PKG-INFO")
+        assert pkg_info is not None
+        metadata = pkg_info.read()
+    dist_info = site / f"vllm_ascend-{version}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_bytes(metadata)
+    (dist_info / "INSTALLER").write_text("ascendpatch-tests (sdist layout, not built)\n")
+    rows += [f"{dist_info.name}/METADATA,{hex_to_record(sha256_bytes(metadata))},{len(metadata)}",
+             f"{dist_info.name}/RECORD,,"]
+    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def make_venv(root: Path) -> Path:
+    """A real venv (without its own pip: the outer pip installs into it with --python)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    return root / "bin" / "python"
+
+
+def pip_install(python: Path, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--disable-pip-version-check", *args], check=True)
+
+
+def site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; "
+                          "print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out)
