@@ -13,7 +13,9 @@ import py_compile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
+from ascendpatch.manifest import loader
 from ascendpatch.target import from_python, from_site_packages
 from tests import wheels
 from tests.kit import run_process, tree_digest
@@ -34,16 +36,29 @@ def assert_guard_at_selection_point(source: str) -> None:
     assert isinstance(first, ast.If), "the guard must be the first statement"
     test = ast.unparse(first.test)
     assert test == f"_ASCENDPATCH_TOPK_TOPP_OP is not True and (not {GUARD_FUNC}())"
-    (ret,) = first.body
-    assert isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call)
-    assert ast.unparse(ret.value.func) == "_apply_top_k_top_p_pytorch"
-    assert [ast.unparse(a) for a in ret.value.args][:3] == ["logits", "k", "p"]
+    calls = [n for n in ast.walk(first) if isinstance(n, ast.Call)
+             and ast.unparse(n.func) == "_apply_top_k_top_p_pytorch"]
+    assert len(calls) == 1, "the fallback runs the file's own PyTorch function"
+    params = [a.arg for a in funcs[npu_name].args.args]
+    assert [ast.unparse(a) for a in calls[0].args] == params  # with the very same arguments
+    assert isinstance(first.body[-1], ast.Return)
     selector = [n for n in tree.body if isinstance(n, ast.Assign)
                 and ast.unparse(n.targets[0]) == "apply_top_k_top_p"]
     assert selector and npu_name in ast.unparse(selector[0].value)
     cache = [n for n in tree.body if isinstance(n, ast.Assign)
              and ast.unparse(n.targets[0]) == "_ASCENDPATCH_TOPK_TOPP_OP"]
     assert cache and ast.unparse(cache[0].value) == "None"  # probed at first use, not import
+
+
+def _declared(version: str) -> tuple[str, str]:
+    """The (before, after) sha256 the catalog declares for this release's sampler."""
+    artifact = loader.load("default").artifact("sampler-topk-topp-fallback")
+    assert artifact is not None
+    variant = artifact.variant_for(Version(version))
+    assert variant is not None, f"no catalog variant covers {version}"
+    hashes = variant.sha256[wheels.SAMPLER]
+    (before,), (after,) = hashes.before, hashes.after
+    return before, after
 
 
 def _venv_with(tmp_path: Path, version: str) -> Path:
@@ -66,6 +81,7 @@ def test_fallback_applies_on_the_real_wheel(tmp_path: Path, version: str) -> Non
     assert first.out.strip() == "[OK] Applied sampler top_k/top_p fallback patch"
     py_compile.compile(str(sampler), doraise=True, cfile=str(tmp_path / "check.pyc"))
     assert_guard_at_selection_point(sampler.read_text())
+    assert _declared(version) == (pristine_sha, hashlib.sha256(sampler.read_bytes()).hexdigest())
 
     before = tree_digest(site)
     second = run_process("--python", python, "apply")

@@ -52,13 +52,13 @@ def test_field_note_stacks() -> None:
     assert omni.artifact("whisper-processor-config") is not None
 
 
-def _requires(metadata_text: str) -> dict[str, SpecifierSet]:
+def _requires(metadata_text: str) -> dict[str, SpecifierSet]:  # canonical name -> specifier
     message = email.parser.Parser().parsestr(metadata_text)
     out: dict[str, SpecifierSet] = {}
     for raw in message.get_all("Requires-Dist") or []:
         req = Requirement(raw)
         if req.marker is None:
-            out[canonicalize_name(req.name)] = req.specifier
+            out[str(canonicalize_name(req.name))] = req.specifier
     return out
 
 
@@ -77,12 +77,13 @@ def test_stack_pins_match_the_metadata_they_come_from(name: str) -> None:
     else:
         text = wheels.wheel_metadata(version)
     required = _requires(text)
-    pins = {canonicalize_name(p.name): SpecifierSet(p.specifier)
+    pins = {str(canonicalize_name(p.name)): SpecifierSet(p.specifier)
             for p in manifest.stack.packages}
-    assert pins[canonicalize_name(origin.name)] == origin.specifier
+    assert pins[str(canonicalize_name(origin.name))] == origin.specifier
+    required_names: set[str] = set(required)
     constrained = {pkg for pkg, spec in required.items() if str(spec)}  # bare names pin nothing
     for package in STACK_KEYS & constrained:
         assert package in pins, f"{name}: {package}{required[package]} is not pinned"
         assert pins[package] == required[package], (package, pins[package], required[package])
-    for package in set(pins) & set(required):
+    for package in set(pins) & required_names:
         assert pins[package] == required[package], package

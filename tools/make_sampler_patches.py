@@ -107,6 +107,18 @@ GUARD = (
     "    if _ASCENDPATCH_TOPK_TOPP_OP is not True and not _ascendpatch_topk_topp_op_available():\n"
     "        return _apply_top_k_top_p_pytorch({args})\n"
 )
+# 0.20.2rc1 only: its PyTorch reduce-sample path returns the full logits, while every caller
+# of the fused path unpacks (values, indices). Sampling over the full masked logits with
+# identity indices draws from the same distribution, so pair them up.
+GUARD_FULL_LOGITS = (
+    "    if _ASCENDPATCH_TOPK_TOPP_OP is not True and not _ascendpatch_topk_topp_op_available():\n"
+    "        out = _apply_top_k_top_p_pytorch({args})\n"
+    "        if get_ascend_config().enable_reduce_sample and not isinstance(out, tuple):\n"
+    "            # this release's PyTorch reduce path returns full logits; callers of the fused\n"
+    "            # path unpack (values, indices): index every column.\n"
+    "            return out, torch.arange(out.shape[-1], device=out.device).expand_as(out)\n"
+    "        return out\n"
+)
 _FUNC = re.compile(r"^def (_apply_top_k_top_p_(?:ascendc|torch_npu))\(\n(?P<params>(?:    .*\n)+?)"
                    r"\) -> torch\.Tensor:\n", re.M)
 
@@ -134,7 +146,8 @@ def guarded(original: str) -> str:
         raise SystemExit("no fused top-k/top-p function found: this release needs a new recipe")
     params = [line.strip().split(":")[0] for line in match.group("params").splitlines()]
     probe = CUSTOM_OP_PROBE if "ascendc" in match.group(1) else TORCH_NPU_PROBE
-    guard = GUARD.format(args=", ".join(params))
+    recipe = GUARD_FULL_LOGITS if "return full_logits" in original else GUARD
+    guard = recipe.format(args=", ".join(params))
     start, end = match.start(), match.end()
     return original[:start] + probe + original[start:end] + guard + original[end:]
 
