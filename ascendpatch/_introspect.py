@@ -53,6 +53,30 @@ def _distributions() -> List[Dict[str, str]]:
     return found
 
 
+def _markers() -> Dict[str, str]:
+    """The PEP 508 marker environment, as packaging.markers.default_environment computes it."""
+    import platform
+
+    impl = sys.implementation
+    version = "%d.%d.%d" % impl.version[:3]
+    kind = impl.version.releaselevel
+    if kind != "final":
+        version += kind[0] + str(impl.version.serial)
+    return {
+        "implementation_name": impl.name,
+        "implementation_version": version,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
 def main() -> None:
     info = {
         "format": 1,
@@ -64,6 +88,7 @@ def main() -> None:
         "site_packages": _site_dirs(),
         "sys_path": [p for p in sys.path if p],
         "distributions": _distributions(),
+        "markers": _markers(),
     }
     sys.stdout.write(json.dumps(info))
 

@@ -83,6 +83,30 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", parents=[common], help="each artifact and file's state")
     status.add_argument("ids", nargs="*", metavar="ID")
 
+    verify = sub.add_parser("verify", parents=[common],
+                            help="read-only check of pins, patches, dependencies, probes, env")
+    verify.add_argument("--no-probes", action="store_true",
+                        help="skip the operator probes (no subprocess of the target)")
+    verify.add_argument("--probe-timeout", type=float, default=120.0, metavar="SECONDS")
+    verify.add_argument("--with", dest="with_ids", action="append", default=[], metavar="ID",
+                        help="also expect this optional artifact to be applied")
+
+    snap = sub.add_parser("snapshot", parents=[common], help="write a JSON record of the target")
+    snap.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    snap.add_argument("--all-files", action="store_true",
+                      help="hash every installed file, not only the stack's packages")
+
+    audit = sub.add_parser("audit", parents=[common],
+                           help="check every installed file against its RECORD")
+    audit.add_argument("--baseline", type=Path, metavar="FILE",
+                       help="also report packages changed since this snapshot")
+    audit.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="hashing threads (default: one per CPU)")
+
+    diff = sub.add_parser("diff", parents=[common], help="compare two snapshots")
+    diff.add_argument("first", type=Path, metavar="A.json")
+    diff.add_argument("second", type=Path, metavar="B.json")
+
     sub.add_parser("manifests", parents=[common], help="list the bundled manifests")
     return parser
 
@@ -119,12 +143,19 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
         from ascendpatch.commands import manifests
 
         return manifests.run()
+    if command == "diff":
+        from ascendpatch.commands import snapshot
+
+        return snapshot.diff(args.first, args.second)
     ctx = _context(args)
     runners: dict[str, Callable[[], CommandResult]] = {
         "apply": lambda: _apply(ctx, args),
         "plan": lambda: _plan(ctx, args),
         "revert": lambda: _revert(ctx, args),
         "status": lambda: _status(ctx, args),
+        "verify": lambda: _verify(ctx, args),
+        "snapshot": lambda: _snapshot(ctx, args),
+        "audit": lambda: _audit(ctx, args),
     }
     return runners[command]()
 
@@ -151,6 +182,24 @@ def _status(ctx: Context, args: argparse.Namespace) -> CommandResult:
     from ascendpatch.commands import status
 
     return status.run(ctx, args.ids)
+
+
+def _verify(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import verify
+
+    return verify.run(ctx, no_probes=args.no_probes, probe_timeout=args.probe_timeout)
+
+
+def _snapshot(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import snapshot
+
+    return snapshot.run(ctx, args.output, all_files=args.all_files)
+
+
+def _audit(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import audit
+
+    return audit.run(ctx, baseline=args.baseline, workers=args.workers)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -209,11 +209,13 @@ def status_of(plan: ArtifactPlan, ledger: Ledger, store: StateStore) -> Artifact
     if state is FileStatus.APPLIED:
         return _result(plan, Status.ALREADY_APPLIED, Level.OK, f"{title} applied", files=files)
     if state is FileStatus.PRISTINE:
-        lost = aid in ledger
-        why = (" (it was applied before: the package was reinstalled or the image rebuilt, "
-               "and the patch is gone)" if lost else "")
+        if aid in ledger:  # applied once; the files are back to their originals
+            dist = plan.context.dist.name if plan.context and plan.context.dist else "the package"
+            return _result(plan, Status.NOT_APPLIED, Level.WARN,
+                           f"{title}: {dist} was reinstalled and the patch is gone; run: "
+                           f"ascendpatch apply {aid}", files=files)
         return _result(plan, Status.NOT_APPLIED, Level.WARN,
-                       f"{title} not applied{why}; run: ascendpatch apply {aid}", files=files)
+                       f"{title} not applied; run: ascendpatch apply {aid}", files=files)
     failure = blocked(plan, force=False)
     assert failure is not None
     return failure

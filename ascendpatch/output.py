@@ -6,7 +6,7 @@ import json
 import sys
 from typing import IO, Any
 
-from ascendpatch.results import ArtifactResult, CommandResult, Level
+from ascendpatch.results import ArtifactResult, CheckResult, CommandResult, Item, Level
 
 JSON_FORMAT = 1
 _STYLE = {Level.OK: "green", Level.SKIP: "cyan", Level.WARN: "yellow", Level.FAIL: "bold red"}
@@ -45,7 +45,7 @@ def render(result: CommandResult, *, as_json: bool, color: str,
         console.print(escape(result.summary))
 
 
-def _render_item(console: Any, item: ArtifactResult, show_diff: bool) -> None:
+def _render_item(console: Any, item: Item, show_diff: bool) -> None:
     from rich.markup import escape
 
     console.print(f"[{_STYLE[item.level]}]\\[{item.level.value}][/] {escape(item.message)}")
@@ -53,7 +53,7 @@ def _render_item(console: Any, item: ArtifactResult, show_diff: bool) -> None:
         for detail in item.details:
             for text in detail.splitlines():
                 console.print(f"    {escape(text)}")
-    if show_diff and item.diff:
+    if show_diff and isinstance(item, ArtifactResult) and item.diff:
         console.print(escape(item.diff.rstrip("\n")))
 
 
@@ -70,7 +70,15 @@ def to_json(result: CommandResult) -> dict[str, Any]:
     return doc
 
 
-def _item_json(item: ArtifactResult) -> dict[str, Any]:
+def _item_json(item: Item) -> dict[str, Any]:
+    if isinstance(item, CheckResult):
+        check: dict[str, Any] = {"id": item.id, "check": item.check, "level": item.level.value,
+                                 "message": item.message}
+        if item.details:
+            check["details"] = list(item.details)
+        if item.data:
+            check["data"] = item.data
+        return check
     doc: dict[str, Any] = {
         "id": item.id,
         "kind": item.kind,

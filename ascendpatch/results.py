@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS
@@ -47,9 +48,24 @@ class ArtifactResult:
 
 
 @dataclass(frozen=True)
+class CheckResult:
+    """One line of `verify` / `audit`: a check that is not an artifact (pins, probes, env)."""
+
+    id: str
+    check: str  # pin, artifact, dependencies, probe, cann, env, audit, ...
+    level: Level
+    message: str
+    details: tuple[str, ...] = ()
+    data: dict[str, object] = field(default_factory=dict)
+
+
+Item = ArtifactResult | CheckResult
+
+
+@dataclass(frozen=True)
 class CommandResult:
     command: str
-    results: tuple[ArtifactResult, ...]
+    results: tuple[Item, ...]
     notes: tuple[str, ...] = ()  # things the run did on the side (recovery), shown as [WARN]
     summary: str = ""
     exit_code_override: int | None = None
@@ -66,7 +82,8 @@ class CommandResult:
         return EXIT_OK if self.ok else EXIT_PROBLEMS
 
 
-def pending_exit_code(results: tuple[ArtifactResult, ...] | list[ArtifactResult]) -> int:
+def pending_exit_code(results: Sequence[Item]) -> int:
     """plan / --dry-run / status: 1 when anything is not in the desired state (pip-tools style)."""
-    bad = any(r.level is Level.FAIL or r.status is Status.NOT_APPLIED for r in results)
+    bad = any(r.level is Level.FAIL or (isinstance(r, ArtifactResult) and
+                                        r.status is Status.NOT_APPLIED) for r in results)
     return EXIT_PROBLEMS if bad else EXIT_OK

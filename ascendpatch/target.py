@@ -7,6 +7,7 @@ directly with ``importlib.metadata`` and needs no interpreter at all.
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 from collections.abc import Iterable
@@ -52,13 +53,18 @@ class Distribution:
 
     @cached_property
     def record(self) -> dict[str, RecordEntry]:
-        """RECORD entries keyed by path relative to ``location``."""
+        """RECORD entries keyed by path relative to ``location`` (empty when there is none)."""
+        try:
+            text = (self.metadata_dir / "RECORD").read_text(encoding="utf-8")
+        except OSError:
+            return {}
         entries: dict[str, RecordEntry] = {}
-        for item in metadata.PathDistribution(self.metadata_dir).files or ():
-            digest = None
-            if item.hash is not None:
-                digest = record_to_hex(f"{item.hash.mode}={item.hash.value}")
-            entries[item.as_posix()] = RecordEntry(digest, item.size)
+        for row in csv.reader(text.splitlines()):
+            if not row or not row[0]:
+                continue
+            digest = record_to_hex(row[1]) if len(row) > 1 and row[1] else None
+            size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
+            entries[row[0]] = RecordEntry(digest, size)
         return entries
 
     @cached_property
@@ -73,6 +79,7 @@ class Target:
     python: Path | None = None
     python_version: str | None = None
     prefix: str | None = None
+    markers: dict[str, str] | None = None  # PEP 508 environment of the target interpreter
 
     @property
     def root(self) -> Path:
@@ -135,7 +142,8 @@ def _target_from_report(python: Path, stdout: str) -> Target:
     if not sites:
         raise TargetError(f"target interpreter {python} has no site-packages folder")
     return Target(sites, _index(dists), python=python,
-                  python_version=str(info.get("python_version")), prefix=info.get("prefix"))
+                  python_version=str(info.get("python_version")), prefix=info.get("prefix"),
+                  markers=info.get("markers"))
 
 
 def from_site_packages(folder: Path) -> Target:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ascendpatch.errors import ManifestError
 from ascendpatch.manifest import loader
-from ascendpatch.results import ArtifactResult, CommandResult, Level, Status
+from ascendpatch.results import CheckResult, CommandResult, Level
 
 
 def run() -> CommandResult:
@@ -13,11 +13,11 @@ def run() -> CommandResult:
         try:
             manifest = loader.load(name)
         except ManifestError as exc:
-            results.append(ArtifactResult(name, "manifest", Status.FAILED, Level.FAIL,
-                                          f"{name}: invalid: {exc}", details=tuple(exc.problems)))
+            results.append(CheckResult(name, "manifest", Level.FAIL, f"{name}: invalid: {exc}",
+                                       details=tuple(exc.problems)))
             continue
         pins = ", ".join(f"{p.name}{p.specifier}" for p in manifest.stack.packages) or "no pins"
         text = f"{name}: {manifest.description or '(no description)'} [{pins}; " \
                f"{len(manifest.artifacts)} artifact(s)]"
-        results.append(ArtifactResult(name, "manifest", Status.SKIPPED, Level.OK, text))
+        results.append(CheckResult(name, "manifest", Level.OK, text))
     return CommandResult("manifests", tuple(results))

@@ -1,0 +1,1 @@
+"""Read-only checks of a target for `ascendpatch verify`. Each returns CheckResults."""

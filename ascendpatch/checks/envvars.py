@@ -1,0 +1,42 @@
+"""Environment variables the manifest expects and those its artifacts require."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ascendpatch.manifest.model import Artifact, Manifest
+from ascendpatch.results import CheckResult, Level
+
+
+def expected(manifest: Manifest, env: Mapping[str, str]) -> list[CheckResult]:
+    results = []
+    for name, value in manifest.env.items():
+        actual = env.get(name)
+        ok = actual == value
+        why = (" (this host is offline: the hub must not be contacted)"
+               if name == "HF_HUB_OFFLINE" else "")
+        message = (f"{name}={value}" if ok else
+                   f"{name} is {'unset' if actual is None else repr(actual)}, the manifest "
+                   f"wants {value}{why}; fix: export {name}={value}")
+        results.append(CheckResult(f"env:{name}", "env", Level.OK if ok else Level.FAIL, message))
+    return results
+
+
+def required(artifacts: Sequence[Artifact], env: Mapping[str, str]) -> list[CheckResult]:
+    """``options.requires_env`` of artifacts in play: set, and naming a readable file."""
+    results = []
+    for artifact in artifacts:
+        for name in artifact.options.get("requires_env") or ():
+            value = env.get(name)
+            cid = f"env:{artifact.id}:{name}"
+            if not value:
+                results.append(CheckResult(cid, "env", Level.FAIL,
+                                           f"{name} is not set; {artifact.title} needs it; fix: "
+                                           f"export {name}=<path>"))
+            elif not Path(value).is_file():
+                results.append(CheckResult(cid, "env", Level.FAIL,
+                                           f"{name}={value}: no such file ({artifact.title})"))
+            else:
+                results.append(CheckResult(cid, "env", Level.OK, f"{name}={value}"))
+    return results

@@ -1,0 +1,144 @@
+"""Operator probes: ONE subprocess of the target interpreter, with a timeout.
+
+Which operators are probed depends on the installed vllm-ascend version (OPERATORS). An import
+failure is turned into its cause and fix: libhccl.so / libatb.so not found means the CANN / ATB
+set_env.sh was not sourced (field note 003 pitfall 3); a torch / torch_npu pair that does not
+match is named.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from ascendpatch.checks.cann import ATB_SETENV, TOOLKIT_SETENV
+from ascendpatch.manifest.model import version_in
+from ascendpatch.results import CheckResult, Level
+from ascendpatch.target import Target
+
+PROBE_TIMEOUT = 120.0
+SAMPLER_FIX = "sampler-topk-topp-fallback"
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str  # "torch_npu.X" or "_C_ascend.X"
+    versions: str  # vllm-ascend versions that call it
+    used_by: str
+    fallback: str | None = None  # the catalog artifact that makes its absence survivable
+
+
+OPERATORS = (
+    Operator("_C_ascend.npu_apply_top_k_top_p", ">=0.14.0rc1,<=0.23.0rc1",
+             "the sampler (top-k/top-p)", SAMPLER_FIX),
+    Operator("torch_npu.npu_top_k_top_p", ">=0.23.0", "the sampler (top-k/top-p)", SAMPLER_FIX),
+    Operator("torch_npu.npu_top_k_top_p", ">=0.11.0,<0.13.0rc1",
+             "the sampler (top-k/top-p, guarded upstream)", "upstream guard"),
+    Operator("torch_npu.npu_dynamic_quant", ">=0.9.1", "W8A8 dynamic quantization"),
+    Operator("torch_npu.npu_quant_matmul", ">=0.9.1", "W8A8 dynamic quantization"),
+)
+
+
+def operators_for(target: Target) -> list[Operator]:
+    dist = target.get("vllm-ascend")
+    if dist is None or dist.parsed_version is None:
+        return []
+    version = dist.parsed_version
+    return [op for op in OPERATORS if version_in(op.versions, version)]
+
+
+def run_probe(python: Path, names: list[str], timeout: float = PROBE_TIMEOUT) -> dict[str, Any]:
+    script = files("ascendpatch").joinpath("_probe.py").read_text(encoding="utf-8")
+    try:
+        proc = subprocess.run([str(python), "-c", script, json.dumps(names)], capture_output=True,
+                              text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"error": f"the probe did not finish within {timeout:.0f}s"}
+    try:
+        doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"the probe crashed (exit {proc.returncode}): {tail}"}
+    assert isinstance(doc, dict)
+    return doc
+
+
+def explain_import_error(error: str, target: Target) -> str:
+    """Turn an import failure into its cause and the fix."""
+    if "libatb.so" in error:
+        return f"ATB environment not loaded ({error}); fix: source {ATB_SETENV}"
+    if any(lib in error for lib in ("libhccl.so", "libascendcl.so", "libascend_hal.so")):
+        return (f"CANN environment not loaded ({error}); fix: source {TOOLKIT_SETENV} and "
+                f"{ATB_SETENV} in this shell (field note 003, pitfall 3)")
+    pair = torch_pair_problem(target)
+    if pair:
+        return f"{pair} ({error}); fix: ascendpatch install restores the stack's pair"
+    return f"import torch_npu failed: {error}"
+
+
+def torch_pair_problem(target: Target) -> str | None:
+    npu, torch = target.get("torch-npu"), target.get("torch")
+    if npu is None or torch is None or torch.parsed_version is None:
+        return None
+    for raw in npu.metadata.get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(raw)
+        except InvalidRequirement:
+            continue
+        if req.name == "torch" and not req.specifier.contains(torch.parsed_version,
+                                                               prereleases=True):
+            return (f"torch_npu {npu.version} needs torch{req.specifier}, but torch "
+                    f"{torch.version} is installed")
+    return None
+
+
+def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT) \
+        -> list[CheckResult]:
+    ops = operators_for(target)
+    if target.python is None:
+        return [CheckResult("probe", "probe", Level.SKIP,
+                            "operator probes need an interpreter (--python), not --site-packages")]
+    if target.get("torch-npu") is None:
+        return [CheckResult("probe", "probe", Level.FAIL,
+                            "torch-npu is not installed in the target; the NPU stack is missing")]
+    names = sorted({op.name for op in ops})
+    doc = run_probe(target.python, names, timeout)
+    if "error" in doc:
+        return [CheckResult("probe", "probe", Level.FAIL, f"operator probe: {doc['error']}")]
+    imported = doc["imports"].get("torch_npu")
+    if imported != "ok":
+        return [CheckResult("probe:import", "probe", Level.FAIL,
+                            explain_import_error(str(imported), target))]
+    results = [CheckResult("probe:import", "probe", Level.OK, "import torch_npu works")]
+    lib = doc["imports"].get("vllm_ascend_C")
+    if lib not in (None, "ok"):
+        results.append(CheckResult("probe:vllm_ascend_C", "probe", Level.WARN,
+                                   f"vllm-ascend's op library does not load: {lib}"))
+    for op in ops:
+        results.append(_op_result(op, bool(doc["ops"].get(op.name)), applied))
+    return results
+
+
+def _op_result(op: Operator, present: bool, applied: set[str]) -> CheckResult:
+    cid = f"probe:{op.name}"
+    if present:
+        return CheckResult(cid, "probe", Level.OK, f"{op.name} present ({op.used_by})")
+    if op.fallback == "upstream guard":
+        return CheckResult(cid, "probe", Level.WARN,
+                           f"{op.name} missing; {op.used_by} falls back upstream")
+    if op.fallback and op.fallback in applied:
+        return CheckResult(cid, "probe", Level.WARN,
+                           f"{op.name} missing; {op.used_by} uses the PyTorch fallback "
+                           f"({op.fallback} is applied)")
+    if op.fallback:
+        return CheckResult(cid, "probe", Level.FAIL,
+                           f"{op.name} missing: the first top_p<1 request will kill EngineCore; "
+                           f"fix: ascendpatch apply {op.fallback}")
+    return CheckResult(cid, "probe", Level.FAIL, f"{op.name} missing: {op.used_by} will fail; "
+                                                 "fix: install the torch_npu of the stack")

@@ -1,0 +1,51 @@
+"""``ascendpatch snapshot -o FILE [--all-files]`` and ``ascendpatch diff A.json B.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ascendpatch import snapshot
+from ascendpatch.commands.context import Context
+from ascendpatch.engine import status_of
+from ascendpatch.planner import evaluate, prepare
+from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.store import atomic
+
+
+def artifact_states(ctx: Context) -> dict[str, str]:
+    store = ctx.store
+    ledger = store.load_ledger()
+    prepared = prepare(list(ctx.manifest.artifacts), ctx.target, ctx.env, required=False)
+    return {a.id: status_of(evaluate(a, k), ledger, store).status.value for a, k in prepared}
+
+
+def run(ctx: Context, output: Path, *, all_files: bool = False) -> CommandResult:
+    doc = snapshot.take(ctx.target, ctx.manifest, artifact_states(ctx), all_files)
+    atomic.write_atomic(output, (json.dumps(doc, indent=1) + "\n").encode())
+    text = (f"snapshot of {ctx.target.describe()} written to {output} "
+            f"({len(doc['distributions'])} distributions, {len(doc['files'])} files hashed)")
+    return CommandResult("snapshot", (CheckResult("snapshot", "snapshot", Level.OK, text),))
+
+
+def diff(first: Path, second: Path) -> CommandResult:
+    a, b = snapshot.load(first), snapshot.load(second)
+    results: list[CheckResult] = []
+    for change, name, text in snapshot.package_changes(a["distributions"], b["distributions"]):
+        results.append(CheckResult(f"package:{name}", "diff", Level.FAIL, f"{change:<10} {text}"))
+    for aid in sorted(set(a["artifacts"]) | set(b["artifacts"])):
+        old, new = a["artifacts"].get(aid, "absent"), b["artifacts"].get(aid, "absent")
+        if old != new:
+            results.append(CheckResult(f"artifact:{aid}", "diff", Level.FAIL,
+                                       f"artifact   {aid}: {old} -> {new}"))
+    files_a, files_b = a["files"], b["files"]
+    for rel in sorted(set(files_a) | set(files_b)):
+        if rel not in files_b:
+            results.append(CheckResult(f"file:{rel}", "diff", Level.FAIL, f"missing    {rel}"))
+        elif rel not in files_a:
+            results.append(CheckResult(f"file:{rel}", "diff", Level.FAIL, f"added      {rel}"))
+        elif files_a[rel] != files_b[rel]:
+            results.append(CheckResult(f"file:{rel}", "diff", Level.FAIL, f"..5        {rel}"))
+    summary = (f"diff: {first} and {second} describe the same environment" if not results else
+               f"diff: {len(results)} difference(s) between {first} and {second}")
+    return CommandResult("diff", tuple(results), summary=summary)

@@ -1,0 +1,114 @@
+"""Snapshots: a versioned JSON record of an environment, and the comparison of two of them."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ascendpatch import __version__
+from ascendpatch.audit import StatCache, hash_files
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.manifest.model import Manifest
+from ascendpatch.store.state import StateStore
+from ascendpatch.target import Distribution, Target
+
+SNAPSHOT_KIND = "ascendpatch-snapshot"
+SNAPSHOT_FORMAT = 1
+
+
+def _read(dist: Distribution, name: str) -> str | None:
+    try:
+        return (dist.metadata_dir / name).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+def describe_distribution(dist: Distribution) -> dict[str, Any]:
+    direct = _read(dist, "direct_url.json")
+    return {"name": dist.display_name, "version": dist.version,
+            "installer": _read(dist, "INSTALLER"),
+            "requested": (dist.metadata_dir / "REQUESTED").exists(),
+            "direct_url": json.loads(direct) if direct else None}
+
+
+def tracked(manifest: Manifest, target: Target, all_files: bool) -> list[Distribution]:
+    if all_files:
+        return list(target.distributions.values())
+    names = {canonicalize_name(p.name) for p in manifest.stack.packages}
+    names |= {canonicalize_name(n) for n in manifest.protected}
+    names |= {canonicalize_name(a.distribution) for a in manifest.artifacts if a.distribution}
+    return [d for d in target.distributions.values() if d.name in names]
+
+
+def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
+         all_files: bool = False) -> dict[str, Any]:
+    items = []
+    for dist in tracked(manifest, target, all_files):
+        for rel, rec in dist.record.items():
+            if rec.sha256 is None:  # RECORD itself and .pyc files: they churn, not state
+                continue
+            path = dist.location / rel
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            key = path.relative_to(target.root).as_posix() if path.is_relative_to(
+                target.root) else str(path)
+            items.append((key, path, st))
+    cache = StatCache(StateStore(target.root))
+    files = hash_files(items, cache, 2)
+    cache.save()
+    return {
+        "kind": SNAPSHOT_KIND, "format": SNAPSHOT_FORMAT,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tool": f"ascendpatch {__version__}", "manifest": manifest.name,
+        "target": {"python": str(target.python) if target.python else None,
+                   "python_version": target.python_version, "prefix": target.prefix,
+                   "site_packages": [str(p) for p in target.site_packages]},
+        "distributions": {d.name: describe_distribution(d)
+                          for d in sorted(target.distributions.values(), key=lambda d: d.name)},
+        "artifacts": artifacts,
+        "files": dict(sorted(files.items())),
+        "all_files": all_files,
+    }
+
+
+def load(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"snapshot {path} cannot be read ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != SNAPSHOT_KIND:
+        raise InvalidInputError(f"{path} is not an ascendpatch snapshot",
+                                fix="create one with 'ascendpatch snapshot -o FILE'")
+    if doc.get("format") != SNAPSHOT_FORMAT:
+        raise InvalidInputError(f"snapshot {path} has format {doc.get('format')}; this "
+                                f"ascendpatch reads format {SNAPSHOT_FORMAT}")
+    return doc
+
+
+def _order(old: str, new: str) -> str:
+    try:
+        return "upgraded" if Version(new) > Version(old) else "downgraded"
+    except InvalidVersion:
+        return "changed"
+
+
+def package_changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(change, package, text) for packages added, removed, upgraded or downgraded."""
+    changes = []
+    for name in sorted(set(old) | set(new)):
+        if name not in new:
+            changes.append(("removed", name, f"{name} {old[name]['version']} removed"))
+        elif name not in old:
+            changes.append(("added", name, f"{name} {new[name]['version']} added"))
+        elif old[name]["version"] != new[name]["version"]:
+            kind = _order(old[name]["version"], new[name]["version"])
+            changes.append((kind, name, f"{name} {kind}: {old[name]['version']} -> "
+                                        f"{new[name]['version']}"))
+    return changes
