@@ -5,6 +5,7 @@
 import json
 import sys
 import traceback
+from typing import Any, Dict
 
 
 def _error(exc: BaseException) -> str:
@@ -13,7 +14,7 @@ def _error(exc: BaseException) -> str:
 
 def main() -> None:
     wanted = json.loads(sys.argv[1])
-    out = {"imports": {}, "ops": {}}  # type: Dict[str, Any]
+    out: Dict[str, Any] = {"imports": {}, "ops": {}}
     try:
         import torch_npu
     except BaseException as exc:  # ImportError, RuntimeError from autoload, OSError ...

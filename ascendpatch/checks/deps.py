@@ -38,7 +38,8 @@ def _accepted(manifest: Manifest, package: str, req: Requirement) -> str | None:
 
 
 def check(manifest: Manifest, target: Target) -> list[CheckResult]:
-    env: dict[str, str] = dict(target.markers or default_environment())
+    env: dict[str, str] = dict(target.markers) if target.markers else \
+        {k: str(v) for k, v in default_environment().items()}
     problems: list[CheckResult] = []
     for dist in sorted(target.distributions.values(), key=lambda d: d.name):
         missing: list[str] = []

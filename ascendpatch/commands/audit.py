@@ -8,6 +8,7 @@ from pathlib import Path
 from ascendpatch import snapshot
 from ascendpatch.audit import AuditReport, audit
 from ascendpatch.commands.context import Context
+from ascendpatch.kinds.base import KindContext
 from ascendpatch.planner import context_for
 from ascendpatch.results import CheckResult, CommandResult, Level
 
@@ -22,10 +23,10 @@ def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
                 out[rel] = (rec.sha256_after, f"patched by ascendpatch ({aid})")
     for artifact in ctx.manifest.artifacts:
         kctx = context_for(artifact, ctx.target, ctx.env, required=False)
-        if not hasattr(kctx, "variant") or kctx.dist is None:  # type: ignore[union-attr]
+        if not isinstance(kctx, KindContext) or kctx.dist is None:
             continue
-        for rel, hashes in kctx.variant.sha256.items():  # type: ignore[union-attr]
-            path = Path(os.path.normpath(kctx.dist.location / rel))  # type: ignore[union-attr]
+        for rel, hashes in kctx.variant.sha256.items():
+            path = Path(os.path.normpath(kctx.dist.location / rel))
             key = path.relative_to(ctx.target.root).as_posix()
             for after in hashes.after[:1]:
                 out.setdefault(key, (after, f"as manifest {ctx.manifest.name} expects "
