@@ -80,9 +80,14 @@ def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
 
 def load(path: Path) -> dict[str, Any]:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
         raise InvalidInputError(f"snapshot {path} cannot be read ({exc})") from None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise InvalidInputError(f"{path} is not an ascendpatch snapshot (not JSON)",
+                                fix="create one with 'ascendpatch snapshot -o FILE'") from None
     if not isinstance(doc, dict) or doc.get("kind") != SNAPSHOT_KIND:
         raise InvalidInputError(f"{path} is not an ascendpatch snapshot",
                                 fix="create one with 'ascendpatch snapshot -o FILE'")

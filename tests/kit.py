@@ -20,34 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch.cli import main
-from ascendpatch.hashing import hex_to_record, sha256_bytes
+from ascendpatch.standins import write_distribution
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def make_dist(site: Path, name: str, version: str, files: Mapping[str, str | bytes],
               requires: Sequence[str] = ()) -> Path:
-    """Install a fake distribution into ``site``; returns its dist-info folder."""
+    """Install a fake distribution into ``site`` as pip lays one out; returns its dist-info."""
     site.mkdir(parents=True, exist_ok=True)
-    dist_info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-    dist_info.mkdir()
     # (package folders may already exist: a test can plant a symlink first)
-    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
-    meta += [f"Requires-Dist: {r}" for r in requires]
-    contents: dict[str, bytes] = {}
-    for rel, data in files.items():
-        contents[rel] = data.encode() if isinstance(data, str) else data
-    contents[f"{dist_info.name}/METADATA"] = ("\n".join(meta) + "\n").encode()
-    contents[f"{dist_info.name}/INSTALLER"] = b"pip\n"
-    rows = []
-    for rel, data in contents.items():
-        path = site / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        rows.append(f"{rel},{hex_to_record(sha256_bytes(data))},{len(data)}")
-    rows.append(f"{dist_info.name}/RECORD,,")
-    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
-    return dist_info
+    return write_distribution(site, name, version, files, requires, summary="test fixture",
+                              installer="pip")
 
 
 def tree_digest(root: Path) -> dict[str, str]:

@@ -68,3 +68,11 @@ def test_discovery_failure_lists_what_was_tried(tmp_path: Path) -> None:
     message = str(info.value)
     assert "/usr/local/python3.12.13/bin/python3" in message
     assert "pass --python PATH" in message
+
+
+def test_the_callers_working_directory_does_not_leak_into_the_target(
+        venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -c` puts the cwd on sys.path; a checkout's .egg-info must not appear."""
+    make_dist(tmp_path, "not-in-target", "1.0", {"not_in_target/__init__.py": ""})
+    monkeypatch.chdir(tmp_path)
+    assert target.from_python(venv).get("not-in-target") is None

@@ -1,0 +1,111 @@
+"""audit / snapshot / diff on targets built in temp dirs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.kit import make_dist, run_cli, write_manifest
+
+PATCH = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -1,2 +1,3 @@
+ a = 1
++a2 = 2
+ b = 3
+"""
+
+
+@pytest.fixture
+def env(site: Path, tmp_path: Path) -> dict[str, Path]:
+    make_dist(site, "demo", "1.0", {"demo/__init__.py": "", "demo/mod.py": "a = 1\nb = 3\n"})
+    make_dist(site, "other", "2.0", {"other/__init__.py": "x = 1\n", "other/util.py": "y = 2\n",
+                                     "other/data.txt": "data\n"})
+    (tmp_path / "fix.patch").write_text(PATCH)
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1", "source": "fix.patch"}])
+    return {"site": site, "manifest": manifest}
+
+
+def audit(env: dict[str, Path], *args: str | Path) -> tuple[int, str, dict[str, object]]:
+    doc = run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "--json",
+                  "audit", *args).json  # first: its counts describe this state
+    run = run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "audit", *args)
+    return run.code, run.out, doc
+
+
+def test_clean_environment_and_expected_patch(env: dict[str, Path]) -> None:
+    code, out, _ = audit(env)
+    assert code == 0 and "0 unexpected finding(s)" in out
+    run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "apply")
+    code, out, _ = audit(env)
+    assert code == 0
+    assert "[OK] S.5      demo/mod.py (demo 1.0: patched by ascendpatch (demo-fix))" in out
+
+
+def test_finds_edit_deletion_and_orphan(env: dict[str, Path]) -> None:
+    site = env["site"]
+    (site / "other/util.py").write_text("y = 3\n")  # same size, different digest
+    (site / "other/data.txt").unlink()
+    (site / "other/dropin_extra.py").write_text("left behind\n")
+    code, out, doc = audit(env)
+    assert code == 1
+    assert "[FAIL] ..5      other/util.py (other 2.0: changed)" in out
+    assert "[FAIL] missing  other/data.txt (other 2.0)" in out
+    assert "[FAIL] orphan   other/dropin_extra.py (in other's folder, listed by no RECORD)" in out
+    codes = {r["data"]["code"] for r in doc["results"]}
+    assert codes == {"..5", "missing", "orphan"}
+
+
+def test_pyc_and_pycache_are_not_noise(env: dict[str, Path]) -> None:
+    import py_compile
+
+    py_compile.compile(str(env["site"] / "other/util.py"), doraise=True)
+    code, out, _ = audit(env)
+    assert code == 0, out
+
+
+def test_repeat_audit_hashes_no_file(env: dict[str, Path]) -> None:
+    _, _, first = audit(env)
+    assert first["files_hashed"] == first["files_checked"] > 0  # cold: everything hashed
+    _, _, again = audit(env)
+    assert again["files_checked"] == first["files_checked"]
+    assert again["files_hashed"] == 0
+    (env["site"] / "other/util.py").write_text("y = 4\n")
+    _, _, after_edit = audit(env)
+    assert after_edit["files_hashed"] == 1
+
+
+def test_baseline_reports_upgraded_added_removed(env: dict[str, Path], tmp_path: Path) -> None:
+    snap = tmp_path / "before.json"
+    made = run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "snapshot",
+                   "-o", snap)
+    assert made.code == 0 and snap.exists()
+    site = env["site"]
+    shutil.rmtree(site / "other-2.0.dist-info")
+    make_dist(site, "other", "2.1", {"other/__init__.py": "x = 1\n", "other/util.py": "y = 2\n",
+                                     "other/data.txt": "data\n"})
+    make_dist(site, "newcomer", "0.1", {"newcomer/__init__.py": ""})
+    code, out, _ = audit(env, "--baseline", snap)
+    assert code == 1
+    assert "[FAIL] upgraded other upgraded: 2.0 -> 2.1 since the baseline" in out
+    assert "[FAIL] added    newcomer 0.1 added since the baseline" in out
+
+
+def test_diff_of_two_snapshots(env: dict[str, Path], tmp_path: Path) -> None:
+    common = ("--site-packages", env["site"], "--manifest", env["manifest"])
+    run_cli(*common, "snapshot", "--all-files", "-o", tmp_path / "a.json")
+    run_cli(*common, "apply")
+    run_cli(*common, "snapshot", "--all-files", "-o", tmp_path / "b.json")
+    same = run_cli("diff", tmp_path / "a.json", tmp_path / "a.json")
+    assert same.code == 0 and "describe the same environment" in same.out
+    changed = run_cli("diff", tmp_path / "a.json", tmp_path / "b.json")
+    assert changed.code == 1
+    assert "artifact   demo-fix: not-applied -> already-applied" in changed.out
+    assert "..5        demo/mod.py" in changed.out
+    bad = run_cli("diff", tmp_path / "a.json", env["manifest"])
+    assert bad.code == 2 and "is not an ascendpatch snapshot" in bad.err

@@ -1,0 +1,153 @@
+"""verify: pins, dependencies, CANN environment, env vars, operator probes (real subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ascendpatch.checks import cann, envvars
+from ascendpatch.results import Level
+from ascendpatch.standins import modules_for, torch_npu_body, write_distribution
+from tests.kit import make_dist, run_cli, write_manifest
+
+LIBHCCL_ERROR = "libhccl.so: cannot open shared object file: No such file or directory"
+
+
+def _messages(run_out: str, level: str) -> list[str]:
+    return [line for line in run_out.splitlines() if line.startswith(f"[{level}]")]
+
+
+def test_pins_with_local_labels_pre_releases_and_reasons(site: Path, tmp_path: Path) -> None:
+    make_dist(site, "torch", "2.10.0+cpu", {})
+    make_dist(site, "vllm-ascend", "0.22.1rc2", {})
+    make_dist(site, "transformers", "5.12.1", {})
+    manifest = write_manifest(tmp_path / "m.yaml", [], stack={"packages": {
+        "torch": "==2.10.0", "vllm-ascend": "==0.22.1rc2",
+        "transformers": {"version": "==5.16.1", "reason": "the model's processor exists only "
+                                                          "in 5.16.1"},
+        "torch-npu": "==2.11.0rc4"}})
+    result = run_cli("--site-packages", site, "--manifest", manifest, "verify")
+    assert result.code == 1
+    assert "[OK] torch 2.10.0+cpu matches ==2.10.0" in result.out
+    assert "[OK] vllm-ascend 0.22.1rc2 matches ==0.22.1rc2" in result.out
+    assert ("[FAIL] transformers 5.12.1 does not match ==5.16.1 (the model's processor exists "
+            "only in 5.16.1)") in result.out
+    assert "[FAIL] torch-npu is not installed" in result.out
+    assert "[SKIP] CANN environment, operator probes" in result.out
+
+
+def test_dependency_conflicts_and_accepted_ones(site: Path, tmp_path: Path) -> None:
+    requires = ["transformers==5.5.4", "numpy", "only-on-windows; sys_platform=='win32'"]
+    make_dist(site, "vllm-ascend", "0.23.0", {}, requires=requires)
+    make_dist(site, "transformers", "5.16.1", {})
+    plain = write_manifest(tmp_path / "plain.yaml", [])
+    result = run_cli("--site-packages", site, "--manifest", plain, "verify")
+    assert ("[FAIL] vllm-ascend 0.23.0 requires transformers==5.5.4, but transformers 5.16.1 "
+            "is installed") in result.out
+    assert "requires 1 package(s) that are not installed: numpy" in result.out
+    assert "only-on-windows" not in result.out  # markers are evaluated
+    accepting = write_manifest(tmp_path / "acc.yaml", [], accepted_conflicts=[{
+        "package": "vllm-ascend", "requirement": "transformers==5.5.4",
+        "reason": "the model needs 5.16.1"}])
+    make_dist(site, "numpy", "2.0.0", {})
+    result = run_cli("--site-packages", site, "--manifest", accepting, "verify")
+    assert result.code == 0, result.out
+    assert ("[OK] accepted: vllm-ascend 0.23.0 requires transformers==5.5.4, but transformers "
+            "5.16.1 is installed (the model needs 5.16.1)") in result.out
+
+
+def _fake_cann(tmp_path: Path) -> dict[str, str]:
+    toolkit = tmp_path / "Ascend/ascend-toolkit/latest"
+    atb = tmp_path / "Ascend/nnal/atb/latest/atb/cxx_abi_1"
+    for lib_dir, lib in ((toolkit / "lib64", "libhccl.so"), (atb / "lib", "libatb.so")):
+        lib_dir.mkdir(parents=True)
+        (lib_dir / lib).write_bytes(b"")
+    (toolkit / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann\n"
+                                                          "version=9.0.0\n")
+    return {"ASCEND_TOOLKIT_HOME": str(toolkit), "ASCEND_HOME_PATH": str(toolkit),
+            "ATB_HOME_PATH": str(atb),
+            "LD_LIBRARY_PATH": f"{toolkit / 'lib64'}:{atb / 'lib'}"}
+
+
+def test_cann_environment_checks(tmp_path: Path) -> None:
+    env = _fake_cann(tmp_path)
+    assert all(r.level is Level.OK for r in cann.check(env))
+    assert cann.cann_version(env) == "9.0.0"
+    missing = cann.check({})
+    assert [r.level for r in missing] == [Level.FAIL] * 4
+    text = " ".join(r.message for r in missing)
+    assert cann.TOOLKIT_SETENV in text and cann.ATB_SETENV in text
+
+
+def test_expected_environment_variables() -> None:
+    from ascendpatch.manifest.model import Manifest
+
+    manifest = Manifest(name="m", path=None, env={"HF_HUB_OFFLINE": "1"})
+    (bad,) = envvars.expected(manifest, {})
+    assert bad.level is Level.FAIL and "export HF_HUB_OFFLINE=1" in bad.message
+    (good,) = envvars.expected(manifest, {"HF_HUB_OFFLINE": "1"})
+    assert good.level is Level.OK
+
+
+# --------------------------------------------------------------------------- operator probes
+
+
+def _probe_env(tmp_path: Path, vllm_ascend: str, npu_body: str) -> Path:
+    """A real venv with vllm-ascend metadata and STAND-IN torch / torch_npu modules."""
+    root = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
+                                "print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    write_distribution(site, "vllm-ascend", vllm_ascend, {"vllm_ascend/__init__.py": ""})
+    write_distribution(site, "torch", "2.10.0", modules_for("torch", "2.10.0"))
+    write_distribution(site, "torch-npu", "2.10.0.post4",
+                       modules_for("torch-npu", "2.10.0.post4", npu_body),
+                       requires=["torch==2.10.0"])
+    return python
+
+
+@pytest.mark.parametrize("body, expected", [
+    (torch_npu_body(), "[OK] torch_npu.npu_top_k_top_p present (the sampler (top-k/top-p))"),
+    (torch_npu_body(["npu_dynamic_quant", "npu_quant_matmul"]),
+     "[FAIL] torch_npu.npu_top_k_top_p missing: the first top_p<1 request will kill EngineCore; "
+     "fix: ascendpatch apply sampler-topk-topp-fallback"),
+    (torch_npu_body(import_error=LIBHCCL_ERROR),
+     "[FAIL] CANN environment not loaded (ImportError: libhccl.so: cannot open shared object "
+     "file: No such file or directory); fix: source /usr/local/Ascend/ascend-toolkit/set_env.sh "
+     "and /usr/local/Ascend/nnal/atb/set_env.sh in this shell (field note 003, pitfall 3)"),
+])
+def test_operator_probe_lines(tmp_path: Path, body: str, expected: str) -> None:
+    python = _probe_env(tmp_path, "0.23.0", body)
+    manifest = write_manifest(tmp_path / "m.yaml", [])
+    result = run_cli("--python", python, "--manifest", manifest, "verify")
+    assert expected in result.out.splitlines(), result.out
+
+
+def test_probe_of_the_custom_op_generation_and_a_torch_pair_mismatch(tmp_path: Path) -> None:
+    python = _probe_env(tmp_path, "0.18.0", torch_npu_body(import_error="undefined symbol: x"))
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    for dist_info in site.glob("torch-*.dist-info"):
+        subprocess.run(["rm", "-r", str(dist_info)], check=True)
+    write_distribution(site, "torch", "2.9.0", {})
+    manifest = write_manifest(tmp_path / "m.yaml", [])
+    out = run_cli("--python", python, "--manifest", manifest, "verify").out
+    assert ("[FAIL] torch_npu 2.10.0.post4 needs torch==2.10.0, but torch 2.9.0 is installed "
+            "(ImportError: undefined symbol: x); fix: ascendpatch install restores the stack's "
+            "pair") in out
+
+
+def test_probe_reports_fallback_when_op_missing_but_patch_applied(tmp_path: Path) -> None:
+    from ascendpatch.checks import probes
+    from ascendpatch.target import from_python
+
+    python = _probe_env(tmp_path, "0.18.0", torch_npu_body())
+    lines = probes.check(from_python(python), {"sampler-topk-topp-fallback"})
+    by_id = {r.id: r for r in lines}
+    op = by_id["probe:_C_ascend.npu_apply_top_k_top_p"]
+    assert op.level is Level.WARN and "uses the PyTorch fallback" in op.message
+    assert by_id["probe:vllm_ascend_C"].level is Level.WARN  # stand-in has no op library
