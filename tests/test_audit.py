@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ def env(site: Path, tmp_path: Path) -> dict[str, Path]:
     return {"site": site, "manifest": manifest}
 
 
-def audit(env: dict[str, Path], *args: str | Path) -> tuple[int, str, dict[str, object]]:
+def audit(env: dict[str, Path], *args: str | Path) -> tuple[int, str, dict[str, Any]]:
     doc = run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "--json",
                   "audit", *args).json  # first: its counts describe this state
     run = run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "audit", *args)
