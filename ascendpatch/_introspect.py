@@ -6,15 +6,7 @@ import os
 import site
 import sys
 import sysconfig
-from typing import Any, Dict, List
-
-
-def _metadata_module() -> Any:
-    try:
-        import importlib.metadata as metadata
-    except ImportError:  # pragma: no cover - Python < 3.8 is not supported
-        return None
-    return metadata
+from typing import Dict, List
 
 
 def _site_dirs() -> List[str]:
@@ -30,26 +22,46 @@ def _site_dirs() -> List[str]:
     return [d for d in dirs if os.path.isdir(d)]
 
 
+def _egg_version(path: str) -> str:
+    try:
+        with open(os.path.join(path, "PKG-INFO"), encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def _distributions() -> List[Dict[str, str]]:
+    """Every installed distribution along sys.path, first one wins (as the import system sees
+    it). Name and version come from the ``name-version.dist-info`` folder name, which the wheel
+    spec normalises: no METADATA has to be parsed, so this stays fast with hundreds of them."""
     found = []  # type: List[Dict[str, str]]
-    metadata = _metadata_module()
-    if metadata is None:
-        return found
     seen = set()
-    for dist in metadata.distributions():
-        path = getattr(dist, "_path", None)
+    for entry in sys.path:
         try:
-            name = dist.metadata["Name"]
-            version = dist.version
-        except Exception:
+            names = sorted(os.listdir(entry))
+        except OSError:
             continue
-        if not name or path is None:
-            continue
-        key = name.lower().replace("_", "-").replace(".", "-")
-        if key in seen:
-            continue  # shadowed by an earlier sys.path entry, as the import system sees it
-        seen.add(key)
-        found.append({"name": name, "version": version, "path": str(path)})
+        for name in names:
+            if name.endswith(".dist-info"):
+                stem = name[: -len(".dist-info")]
+            elif name.endswith(".egg-info"):
+                stem = name[: -len(".egg-info")].split("-py")[0]
+            else:
+                continue
+            dist_name, sep, version = stem.rpartition("-")
+            path = os.path.join(entry, name)
+            if not sep:
+                dist_name, version = stem, _egg_version(path)
+            if not os.path.isdir(path) or not dist_name:
+                continue
+            key = dist_name.lower().replace("_", "-").replace(".", "-")
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append({"name": dist_name, "version": version, "path": path})
     return found
 
 

@@ -13,20 +13,24 @@ not fool it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import SimpleQueue
+from typing import NamedTuple
 
+from ascendpatch.hashing import record_to_hex
 from ascendpatch.store import atomic
 from ascendpatch.store.state import STATE_DIR, StateStore
 from ascendpatch.target import Distribution, Target
 
 CACHE_NAME = "statcache.json"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: digests in RECORD form
 _CHUNK = 1 << 20
 
 
@@ -44,35 +48,44 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
     files_hashed: int = 0
-    hashes: dict[str, str] = field(default_factory=dict)  # rel -> sha256 of every checked file
+    hashes: dict[str, str] = field(default_factory=dict)  # rel -> digest, RECORD form
 
     @property
     def unexpected(self) -> list[Finding]:
         return [f for f in self.findings if not f.expected]
 
 
-@dataclass(frozen=True)
-class _Entry:
+class _Entry(NamedTuple):
     dist: Distribution
-    rel: str  # relative to the target root
-    path: Path
-    sha256: str | None
+    rel: str  # relative to the target root (absolute when outside it)
+    path: str
+    record_hash: str  # "sha256=<urlsafe b64>", as RECORD writes it
     size: int | None
 
 
-def file_sha256(path: Path) -> str:
-    """Chunked, into one reused buffer (hashlib.file_digest needs Python 3.11)."""
+def record_form(digest: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+def file_digest(path: Path | str, buffer: bytearray | None = None) -> bytes:
+    """Chunked into one reused buffer (hashlib.file_digest needs Python 3.11)."""
     digest = hashlib.sha256()
-    buffer = bytearray(_CHUNK)
-    view = memoryview(buffer)
+    buf = buffer if buffer is not None else bytearray(_CHUNK)
+    view = memoryview(buf)
     with open(path, "rb", buffering=0) as handle:
-        while size := handle.readinto(buffer):
+        while size := handle.readinto(buf):
             digest.update(view[:size])
-    return digest.hexdigest()
+    return digest.digest()
+
+
+def file_sha256(path: Path | str, buffer: bytearray | None = None) -> str:
+    return file_digest(path, buffer).hex()
 
 
 class StatCache:
-    """(size, mtime_ns, inode, ctime_ns) -> sha256, stored in the target's state folder."""
+    """(size, mtime_ns, inode, ctime_ns) -> digest in RECORD form, kept with the target's state.
+
+    Storing the RECORD form means an unchanged file is checked with one string comparison."""
 
     def __init__(self, store: StateStore) -> None:
         self.path = store.dir / CACHE_NAME
@@ -80,24 +93,21 @@ class StatCache:
         self.entries: dict[str, list[int | str]] = {}
         self.dirty = False
         try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
+            doc = json.loads(self.path.read_bytes())
             if doc.get("format") == CACHE_FORMAT:
                 self.entries = doc["files"]
         except (OSError, ValueError, KeyError):
             self.entries = {}
 
-    @staticmethod
-    def key(st: os.stat_result) -> list[int]:
-        return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
-
     def get(self, rel: str, st: os.stat_result) -> str | None:
         cached = self.entries.get(rel)
-        if cached is not None and cached[:4] == self.key(st):
+        if cached is not None and cached[0] == st.st_size and cached[1] == st.st_mtime_ns \
+                and cached[2] == st.st_ino and cached[3] == st.st_ctime_ns:
             return str(cached[4])
         return None
 
     def put(self, rel: str, st: os.stat_result, digest: str) -> None:
-        self.entries[rel] = [*self.key(st), digest]
+        self.entries[rel] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, digest]
         self.dirty = True
 
     def save(self) -> None:
@@ -113,65 +123,137 @@ class StatCache:
             pass
 
 
-def _entries(target: Target, dists: Iterable[Distribution]) -> Iterator[_Entry]:
-    root = target.root
+def _location_key(root: str, location: str) -> str | None:
+    """Prefix that turns a RECORD path into a key relative to root (None: outside root)."""
+    if location == root:
+        return ""
+    if location.startswith(root + os.sep):
+        return location[len(root) + 1:] + "/"
+    return None
+
+
+def _entries(target: Target, dists: Iterable[Distribution]) -> list[_Entry]:
+    root = str(target.root)
+    out = []
     for dist in dists:
-        for rel, rec in dist.record.items():
-            path = Path(os.path.normpath(dist.location / rel))
-            try:
-                key = path.relative_to(root).as_posix()
-            except ValueError:
-                key = str(path)
-            yield _Entry(dist, key, path, rec.sha256, rec.size)
+        location = str(dist.location)
+        prefix = _location_key(root, location)
+        for rel, (record_hash, size) in dist.record.items():
+            if record_hash is None:
+                continue  # RECORD itself and .pyc files: no hash to check against
+            if ".." in rel or rel.startswith("/") or prefix is None:
+                path = os.path.normpath(os.path.join(location, rel))
+                key = path[len(root) + 1:] if path.startswith(root + os.sep) else path
+            else:
+                path, key = f"{location}/{rel}", prefix + rel
+            out.append(_Entry(dist, key, path, record_hash, size))
+    return out
+
+
+@dataclass
+class _Outcome:
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # RECORD form
+    missing: list[str] = field(default_factory=list)
+    hashed: int = 0
+
+
+def _stat_pass(items: Iterable[tuple[str, str]], cache: StatCache, out: _Outcome) \
+        -> list[tuple[str, str, os.stat_result]]:
+    """One tight loop: stat every file, keep cached digests; return the files to hash."""
+    todo = []
+    get = cache.get
+    for key, path in items:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            out.missing.append(key)
+            continue
+        out.stats[key] = st
+        cached = get(key, st)
+        if cached is None:
+            todo.append((key, path, st))
+        else:
+            out.digests[key] = cached
+    return todo
+
+
+def _batches(todo: list[tuple[str, str, os.stat_result]]) -> list[list[tuple[str, str]]]:
+    """Largest files first, one per batch; small files grouped (~8 MiB or 64 files a batch)."""
+    batches: list[list[tuple[str, str]]] = []
+    current: list[tuple[str, str]] = []
+    size = 0
+    for key, path, st in sorted(todo, key=lambda item: -item[2].st_size):
+        current.append((key, path))
+        size += st.st_size
+        if size >= 8 * _CHUNK or len(current) >= 64:
+            batches.append(current)
+            current, size = [], 0
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _hash_worker(queue: SimpleQueue[list[tuple[str, str]] | None]) -> list[tuple[str, str]]:
+    """Pull batches until the sentinel: a thread done with a big file helps with the rest."""
+    buffer = bytearray(4 * _CHUNK)
+    done = []
+    while (batch := queue.get()) is not None:
+        done += [(key, record_form(file_digest(path, buffer))) for key, path in batch]
+    return done
+
+
+def stat_and_hash(items: Iterable[tuple[str, str]], cache: StatCache, workers: int) -> _Outcome:
+    """Digests (RECORD form) of files, hashing only those whose stat changed since last time.
+
+    The stat pass runs in one thread; hashing runs in ``workers`` threads that pull batches from
+    one queue, largest files first (reads and hashlib updates of large buffers release the
+    GIL, and SHA-256 of one file cannot be split, so the big files must start first)."""
+    out = _Outcome()
+    todo = _stat_pass(items, cache, out)
+    if not todo:
+        return out
+    queue: SimpleQueue[list[tuple[str, str]] | None] = SimpleQueue()
+    for batch in _batches(todo):
+        queue.put(batch)
+    count = max(1, min(workers, len(todo)))
+    for _ in range(count):
+        queue.put(None)
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        for part in [pool.submit(_hash_worker, queue) for _ in range(count)]:
+            for key, digest in part.result():
+                out.digests[key] = digest
+                cache.put(key, out.stats[key], digest)
+    out.hashed = len(todo)
+    return out
 
 
 def hash_files(items: list[tuple[str, Path, os.stat_result]], cache: StatCache,
                workers: int) -> dict[str, str]:
-    """sha256 of each file, from the stat cache where it is still valid, else hashed."""
-    digests: dict[str, str] = {}
-    todo = []
-    for rel, path, st in items:
-        cached = cache.get(rel, st)
-        if cached is not None:
-            digests[rel] = cached
-        else:
-            todo.append((rel, path, st))
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for (rel, _path, st), digest in zip(todo, pool.map(lambda t: file_sha256(t[1]), todo),
-                                            strict=True):
-            digests[rel] = digest
-            cache.put(rel, st, digest)
-    return digests
+    """Hex sha256 of each file, through the stat cache (for snapshots)."""
+    outcome = stat_and_hash([(key, str(path)) for key, path, _st in items], cache, workers)
+    return {key: record_to_hex(digest) or "" for key, digest in outcome.digests.items()}
 
 
 def audit(target: Target, expected: dict[str, tuple[str, str]],
           dists: Iterable[Distribution] | None = None, workers: int | None = None,
           orphans: bool = True) -> AuditReport:
     """``expected``: rel path -> (sha256 ascendpatch wrote, why) from the ledger and manifest."""
-    store = StateStore(target.root)
-    cache = StatCache(store)
+    cache = StatCache(StateStore(target.root))
     chosen = list(dists if dists is not None else target.distributions.values())
-    report = AuditReport()
-    present: list[tuple[str, Path, os.stat_result]] = []
-    entries: dict[str, _Entry] = {}
-    for entry in _entries(target, chosen):
-        if entry.sha256 is None:
-            continue  # RECORD itself and .pyc files: no hash to check against
-        try:
-            st = entry.path.stat()
-        except FileNotFoundError:
-            report.findings.append(Finding("missing", entry.rel, entry.dist.name,
-                                           f"{entry.dist.name} {entry.dist.version}"))
-            continue
-        present.append((entry.rel, entry.path, st))
-        entries[entry.rel] = entry
-    before = len(cache.entries), sum(1 for rel, _p, st in present if cache.get(rel, st))
-    digests = hash_files(present, cache, workers or os.cpu_count() or 2)
-    report.files_checked = len(present)
-    report.files_hashed = len(present) - before[1]
-    report.hashes = digests
-    for rel, _path, st in present:
-        report.findings += _compare(entries[rel], st, digests[rel], expected)
+    entries = {entry.rel: entry for entry in _entries(target, chosen)}
+    outcome = stat_and_hash(((key, e.path) for key, e in entries.items()), cache,
+                            workers or os.cpu_count() or 2)
+    report = AuditReport(files_checked=len(outcome.digests), files_hashed=outcome.hashed,
+                         hashes={k: v for k, v in outcome.digests.items()})
+    for key in outcome.missing:
+        dist = entries[key].dist
+        report.findings.append(Finding("missing", key, dist.name, f"{dist.name} {dist.version}"))
+    for key, digest in outcome.digests.items():
+        entry = entries[key]
+        if digest != entry.record_hash:
+            report.findings += _compare(entry, outcome.stats[key], record_to_hex(digest) or "",
+                                        expected)
     if orphans:
         report.findings += _orphans(target, chosen, expected)
     cache.save()
@@ -181,8 +263,6 @@ def audit(target: Target, expected: dict[str, tuple[str, str]],
 
 def _compare(entry: _Entry, st: os.stat_result, digest: str,
              expected: dict[str, tuple[str, str]]) -> list[Finding]:
-    if digest == entry.sha256:
-        return []
     size = "S" if entry.size is not None and entry.size != st.st_size else "."
     code = f"{size}.5"
     who = f"{entry.dist.name} {entry.dist.version}"
@@ -192,35 +272,41 @@ def _compare(entry: _Entry, st: os.stat_result, digest: str,
     return [Finding(code, entry.rel, entry.dist.name, f"{who}: changed")]
 
 
-def _package_dirs(target: Target, dist: Distribution) -> set[Path]:
-    tops = set()
+def _package_dirs(target: Target, dist: Distribution) -> set[str]:
+    tops: set[str] = set()
+    location = str(dist.location)
+    if dist.location not in target.site_packages:
+        return tops
     for rel in dist.record:
-        first = rel.split("/", 1)[0]
-        if "/" in rel and not first.endswith((".dist-info", ".data")) and first not in (
-                "..", "__pycache__", STATE_DIR):
-            tops.add(dist.location / first)
-    return {t for t in tops if t.is_dir() and t.parent in target.site_packages}
+        first, sep, _rest = rel.partition("/")
+        if sep and first not in ("..", "__pycache__", STATE_DIR) and \
+                not first.endswith((".dist-info", ".data")):
+            tops.add(f"{location}/{first}")
+    return {top for top in tops if os.path.isdir(top)}
 
 
 def _orphans(target: Target, dists: list[Distribution],
              expected: dict[str, tuple[str, str]]) -> list[Finding]:
-    listed: set[Path] = set()
-    owners: dict[Path, Distribution] = {}
+    listed: set[str] = set()
     for dist in target.distributions.values():
+        location = str(dist.location)
         for rel in dist.record:
-            listed.add(Path(os.path.normpath(dist.location / rel)))
+            listed.add(os.path.normpath(f"{location}/{rel}") if ".." in rel
+                       else f"{location}/{rel}")
+    owners: dict[str, Distribution] = {}
     for dist in dists:
         for folder in _package_dirs(target, dist):
             owners.setdefault(folder, dist)
+    root = str(target.root)
     findings = []
     for folder, dist in sorted(owners.items()):
         for dirpath, dirnames, filenames in os.walk(folder):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]
             for name in filenames:
-                path = Path(dirpath) / name
+                path = f"{dirpath}/{name}"
                 if path in listed or name.endswith(atomic.TEMP_SUFFIX):
                     continue
-                rel = path.relative_to(target.root).as_posix()
+                rel = path[len(root) + 1:]
                 wanted = expected.get(rel)
                 if wanted is not None and file_sha256(path) == wanted[0]:
                     findings.append(Finding("added", rel, dist.name, wanted[1], expected=True))

@@ -16,9 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from unidiff.errors import UnidiffParseError
-from unidiff.patch import PatchSet
-
 from ascendpatch.errors import PatchFormatError
 from ascendpatch.paths import check_relative
 from ascendpatch.textfile import Line, TextFile
@@ -109,6 +106,9 @@ def _indices(hunks: Iterable[HunkReport], state: HunkState) -> str:
 
 def parse_patch(text: str, *, origin: str) -> tuple[FilePatch, ...]:
     """Parse a unified diff; every problem is a PatchFormatError naming ``origin``."""
+    from unidiff.errors import UnidiffParseError  # here: commands that parse no patch skip it
+    from unidiff.patch import PatchSet
+
     try:
         patch_set = PatchSet(text)
     except (UnidiffParseError, ValueError, IndexError) as exc:

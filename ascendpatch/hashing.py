@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 from pathlib import Path
 
@@ -21,13 +22,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+_URLSAFE = str.maketrans("-_", "+/")
+
+
 def record_to_hex(record_hash: str) -> str | None:
     """Convert a RECORD ``sha256=<urlsafe b64>`` entry to hex; None for other algorithms."""
     algorithm, _, value = record_hash.partition("=")
     if algorithm != "sha256" or not value:
         return None
-    padded = value + "=" * (-len(value) % 4)
-    return base64.urlsafe_b64decode(padded).hex()
+    padded = value.translate(_URLSAFE) + "=" * (-len(value) % 4)
+    try:
+        return binascii.a2b_base64(padded).hex()  # the C codec: audits convert ~20k of these
+    except binascii.Error:
+        return None
 
 
 def hex_to_record(hex_digest: str) -> str:

@@ -12,20 +12,47 @@ JSON_FORMAT = 1
 _STYLE = {Level.OK: "green", Level.SKIP: "cyan", Level.WARN: "yellow", Level.FAIL: "bold red"}
 
 
+class _Plain:
+    """Logs, pipes and --color never: plain lines, without importing rich at all."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def print(self, markup: str) -> None:
+        self.stream.write(_strip_markup(markup) + "\n")
+
+
+def _strip_markup(markup: str) -> str:
+    import re
+
+    text = re.sub(r"(?<!\\)\[/?[a-z ]*\]", "", markup)
+    return text.replace("\\[", "[")
+
+
 def _console(stream: IO[str], color: str) -> Any:
-    from rich.console import Console  # imported here: keep `ascendpatch --version` fast
+    if color == "never" or (color == "auto" and not _isatty(stream)):
+        return _Plain(stream)
+    from rich.console import Console  # imported here: keep start-up fast
 
     force = True if color == "always" else None
-    no_color = color == "never"
-    return Console(file=stream, force_terminal=force, no_color=no_color, highlight=False,
+    return Console(file=stream, force_terminal=force, no_color=False, highlight=False,
                    soft_wrap=True, emoji=False)
 
 
-def line(level: Level, text: str, *, color: str = "auto", stream: IO[str] | None = None) -> None:
-    from rich.markup import escape
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
+
+def _escape(text: str) -> str:
+    return text.replace("[", "\\[")
+
+
+def line(level: Level, text: str, *, color: str = "auto", stream: IO[str] | None = None) -> None:
     console = _console(stream or sys.stdout, color)
-    console.print(f"[{_STYLE[level]}]\\[{level.value}][/] {escape(text)}")
+    console.print(f"[{_STYLE[level]}]\\[{level.value}][/] {_escape(text)}")
 
 
 def render(result: CommandResult, *, as_json: bool, color: str,
@@ -34,27 +61,23 @@ def render(result: CommandResult, *, as_json: bool, color: str,
     if as_json:
         out.write(json.dumps(to_json(result), indent=2) + "\n")
         return
-    from rich.markup import escape
-
     console = _console(out, color)
     for note in result.notes:
-        console.print(f"[{_STYLE[Level.WARN]}]\\[WARN][/] {escape(note)}")
+        console.print(f"[{_STYLE[Level.WARN]}]\\[WARN][/] {_escape(note)}")
     for item in result.results:
         _render_item(console, item, show_diff)
     if result.summary:
-        console.print(escape(result.summary))
+        console.print(_escape(result.summary))
 
 
 def _render_item(console: Any, item: Item, show_diff: bool) -> None:
-    from rich.markup import escape
-
-    console.print(f"[{_STYLE[item.level]}]\\[{item.level.value}][/] {escape(item.message)}")
+    console.print(f"[{_STYLE[item.level]}]\\[{item.level.value}][/] {_escape(item.message)}")
     if item.level in (Level.FAIL, Level.WARN) or show_diff:
         for detail in item.details:
             for text in detail.splitlines():
-                console.print(f"    {escape(text)}")
+                console.print(f"    {_escape(text)}")
     if show_diff and isinstance(item, ArtifactResult) and item.diff:
-        console.print(escape(item.diff.rstrip("\n")))
+        console.print(_escape(item.diff.rstrip("\n")))
 
 
 def to_json(result: CommandResult) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from functools import cached_property
 from importlib import metadata
 from importlib.resources import files
 from pathlib import Path
+from typing import NamedTuple
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -26,10 +27,14 @@ from ascendpatch.hashing import record_to_hex
 INTROSPECT_TIMEOUT = 60.0
 
 
-@dataclass(frozen=True)
-class RecordEntry:
-    sha256: str | None  # hex, None where RECORD has no hash (.pyc, RECORD itself)
+class RecordEntry(NamedTuple):  # a tuple: audits build ~20k of these
+    hash: str | None  # as RECORD writes it: "sha256=<urlsafe b64>"; None for .pyc and RECORD
     size: int | None
+
+    @property
+    def sha256(self) -> str | None:
+        """The hex digest (what sha256sum prints), converted on demand."""
+        return record_to_hex(self.hash) if self.hash else None
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class Distribution:
         for row in csv.reader(text.splitlines()):
             if not row or not row[0]:
                 continue
-            digest = record_to_hex(row[1]) if len(row) > 1 and row[1] else None
+            digest = row[1] if len(row) > 1 and row[1].startswith("sha256=") else None
             size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
             entries[row[0]] = RecordEntry(digest, size)
         return entries

@@ -292,3 +292,11 @@ def test_unexpected_error_exit_3_with_log(env: dict[str, Path],
     assert "unexpected error: RuntimeError: simulated bug" in result.err
     log = result.err.split("(details: ")[1].rstrip(")\n")
     assert "Traceback" in Path(log).read_text()
+
+
+def test_color_always_uses_ansi_and_keeps_brackets_literal(env: dict[str, Path]) -> None:
+    plain = cli(env, "status", "--color", "never")
+    colored = cli(env, "status", "--color", "always")
+    assert "\x1b[" not in plain.out and "\x1b[" in colored.out
+    assert plain.out.startswith("[WARN] demo fix not applied")
+    assert "[WARN]" in colored.out and "demo fix not applied" in colored.out
