@@ -107,6 +107,29 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("first", type=Path, metavar="A.json")
     diff.add_argument("second", type=Path, metavar="B.json")
 
+    source = _Parser(add_help=False)
+    source.add_argument("--wheelhouse", type=Path, metavar="DIR",
+                        help="also look for packages in this folder (pip --find-links)")
+    source.add_argument("--offline", action="store_true",
+                        help="never contact an index (pip --no-index); needs --wheelhouse")
+
+    install = sub.add_parser("install", parents=[common, source],
+                             help="install the stack's pins and REQs without touching torch")
+    install.add_argument("reqs", nargs="*", metavar="REQ")
+    install.add_argument("--dry-run", action="store_true",
+                         help="print the change set; exit 1 if it is not empty")
+    install.add_argument("--lock", type=Path, metavar="FILE",
+                         help="install a lock written by 'ascendpatch lock' (--require-hashes)")
+
+    lock = sub.add_parser("lock", parents=[common, source],
+                          help="compile the manifest's stack into a hashed lock (pip-tools)")
+    lock.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+
+    bundle = sub.add_parser("bundle", help="build a wheelhouse of ascendpatch for offline hosts")
+    bundle.add_argument("folder", type=Path, metavar="DIR")
+    bundle.add_argument("--json", action="store_true", default=False)
+    bundle.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
     sub.add_parser("manifests", parents=[common], help="list the bundled manifests")
     return parser
 
@@ -147,6 +170,10 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
         from ascendpatch.commands import snapshot
 
         return snapshot.diff(args.first, args.second)
+    if command == "bundle":
+        from ascendpatch.commands import bundle
+
+        return bundle.run(args.folder)
     ctx = _context(args)
     runners: dict[str, Callable[[], CommandResult]] = {
         "apply": lambda: _apply(ctx, args),
@@ -156,6 +183,8 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
         "verify": lambda: _verify(ctx, args),
         "snapshot": lambda: _snapshot(ctx, args),
         "audit": lambda: _audit(ctx, args),
+        "install": lambda: _install(ctx, args),
+        "lock": lambda: _lock(ctx, args),
     }
     return runners[command]()
 
@@ -200,6 +229,30 @@ def _audit(ctx: Context, args: argparse.Namespace) -> CommandResult:
     from ascendpatch.commands import audit
 
     return audit.run(ctx, baseline=args.baseline, workers=args.workers)
+
+
+def _source(args: argparse.Namespace) -> object:
+    from ascendpatch.pipadapter import Source
+
+    return Source(wheelhouse=args.wheelhouse, offline=args.offline)
+
+
+def _install(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import install
+    from ascendpatch.pipadapter import Source
+
+    source = _source(args)
+    assert isinstance(source, Source)
+    return install.run(ctx, args.reqs, dry_run=args.dry_run, source=source, lock=args.lock)
+
+
+def _lock(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import lock
+    from ascendpatch.pipadapter import Source
+
+    source = _source(args)
+    assert isinstance(source, Source)
+    return lock.run(ctx, args.output, source)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -96,3 +96,33 @@ def chdir(path: Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(old)
+
+
+def build_wheel(folder: Path, name: str, version: str, requires: Sequence[str] = (),
+                files: Mapping[str, str] | None = None) -> Path:
+    """A real (tiny, pure-Python) wheel that pip installs: METADATA, WHEEL, RECORD."""
+    import base64
+    import zipfile
+
+    norm = name.replace("-", "_")
+    dist_info = f"{norm}-{version}.dist-info"
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
+            "Summary: test wheel built by the ascendpatch tests",
+            *(f"Requires-Dist: {r}" for r in requires)]
+    contents = {rel: text.encode() for rel, text in (files or
+                                                     {f"{norm}/__init__.py": ""}).items()}
+    contents[f"{dist_info}/METADATA"] = ("\n".join(meta) + "\n").encode()
+    contents[f"{dist_info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: ascendpatch-tests\n"
+                                      b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    rows = []
+    for rel, data in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{rel},sha256={digest},{len(data)}")
+    rows.append(f"{dist_info}/RECORD,,")
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{norm}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for rel, data in contents.items():
+            archive.writestr(rel, data)
+        archive.writestr(f"{dist_info}/RECORD", "\n".join(rows) + "\n")
+    return wheel

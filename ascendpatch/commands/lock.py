@@ -1,0 +1,103 @@
+"""``ascendpatch lock [-o FILE]``: the manifest's stack as a hashed requirements lock (pip-tools).
+
+pip-compile resolves for the interpreter it runs in, so it runs from a small venv created *from
+the target interpreter* (same Python version, platform and markers), cached under
+``$ASCENDPATCH_CACHE`` (default ~/.cache/ascendpatch). Protected packages are resolved against
+their installed versions (a constraints file) and left out of the lock: the image provides
+them. ``ascendpatch install --lock FILE`` installs it with ``--require-hashes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from ascendpatch import installplan, pipadapter
+from ascendpatch.commands.context import Context
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.pipadapter import ONLINE, PipError, Source
+from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.store import atomic
+
+DEFAULT_UNSAFE = ("pip", "setuptools", "distribute")
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("ASCENDPATCH_CACHE")
+    base = Path(explicit) if explicit else Path(os.environ.get(
+        "XDG_CACHE_HOME", Path.home() / ".cache")) / "ascendpatch"
+    return base
+
+
+def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
+    """A venv of the target's Python with pip-tools, created once and reused."""
+    key = hashlib.sha256(f"{python}|{version}".encode()).hexdigest()[:16]
+    venv = cache_root() / "piptools" / key
+    compile_bin = venv / "bin" / "pip-compile"
+    if compile_bin.exists():
+        return compile_bin
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    made = subprocess.run([str(python), "-m", "venv", str(venv)], capture_output=True,
+                          text=True, check=False)
+    if made.returncode != 0:
+        raise PipError(f"cannot create a venv from {python} for pip-tools: "
+                       f"{made.stderr.strip().splitlines()[-1:]}")
+    proc = pipadapter.run_pip(["install", "--quiet", "--disable-pip-version-check",
+                               *source.args(), "pip-tools"], python=str(venv / "bin" / "python"))
+    if proc.returncode != 0:
+        raise PipError(f"cannot install pip-tools into {venv}: {proc.stderr.strip()[-400:]}",
+                       fix="add pip-tools to the wheelhouse (ascendpatch bundle) or go online")
+    return compile_bin
+
+
+def stack_input(ctx: Context, constraints: Path) -> str:
+    protected = {canonicalize_name(p) for p in ctx.manifest.protected}
+    lines = [f"# ascendpatch lock input for manifest {ctx.manifest.name}",
+             f"-c {constraints}"]
+    for pin in ctx.manifest.stack.packages:
+        if canonicalize_name(pin.name) not in protected:
+            lines.append(f"{pin.name}{pin.specifier}")
+    return "\n".join(lines) + "\n"
+
+
+def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
+    target = ctx.target
+    if target.python is None:
+        raise InvalidInputError("lock needs an interpreter target (--python)")
+    pins = [p for p in ctx.manifest.stack.packages
+            if canonicalize_name(p.name) not in {canonicalize_name(x) for x in
+                                                 ctx.manifest.protected}]
+    if not pins:
+        raise InvalidInputError(f"manifest {ctx.manifest.name} pins no installable package",
+                                fix="lock a stack manifest (ascendpatch manifests)")
+    compile_bin = piptools_venv(target.python, target.python_version, source)
+    unsafe = [*DEFAULT_UNSAFE, *sorted({canonicalize_name(p) for p in ctx.manifest.protected})]
+    with tempfile.TemporaryDirectory() as tmp:
+        constraints = Path(tmp) / "protected.txt"
+        constraints.write_text(installplan.constraints(target, ctx.manifest.protected))
+        spec = Path(tmp) / f"{ctx.manifest.name}.in"
+        spec.write_text(stack_input(ctx, constraints))
+        result = Path(tmp) / "lock.txt"
+        cmd = [str(compile_bin), "--quiet", "--generate-hashes", "--no-header",
+               "--strip-extras", *[a for u in unsafe for a in ("--unsafe-package", u)],
+               *source.args(), "-o", str(result), str(spec)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL, cwd=tmp)
+        if proc.returncode != 0:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-6:])
+            raise PipError(f"pip-compile could not resolve the stack of {ctx.manifest.name}: "
+                           f"{tail}")
+        text = result.read_text().replace(str(constraints), "protected packages (installed)")
+    header = (f"# ascendpatch lock of manifest {ctx.manifest.name} for {target.describe()}\n"
+              f"# protected (provided by the image, not locked): {', '.join(unsafe[3:])}\n"
+              f"# install: ascendpatch --manifest {ctx.manifest.name} install --lock {output}\n")
+    atomic.write_atomic(output, (header + text).encode())
+    count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
+    return CommandResult("lock", (CheckResult("lock", "lock", Level.OK,
+                                              f"locked {count} packages with hashes into "
+                                              f"{output}"),))

@@ -1,0 +1,99 @@
+"""The one place that runs pip (pip-tools' lesson: unstable pip surfaces sit behind one adapter).
+
+Pip runs as the *target's* pip (``<python> -m pip``), or, when the target has none (the
+vllm-omni image's system python), as this tool's pip with ``--python <target>``. The user's pip
+configuration (mirror, certificates) is respected; ``--offline`` adds ``--no-index``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ascendpatch.errors import AscendpatchError, InvalidInputError
+from ascendpatch.target import Target
+
+PIP_TIMEOUT = 3600.0
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where packages come from: the configured index, plus or instead of a wheelhouse."""
+
+    wheelhouse: Path | None = None
+    offline: bool = False
+
+    def args(self) -> list[str]:
+        if self.offline and self.wheelhouse is None:
+            raise InvalidInputError("--offline needs --wheelhouse DIR (there is no index to use)")
+        out = ["--no-index"] if self.offline else []
+        if self.wheelhouse is not None:
+            if not self.wheelhouse.is_dir():
+                raise InvalidInputError(f"--wheelhouse {self.wheelhouse} is not a folder")
+            out += ["--find-links", str(self.wheelhouse)]
+        return out
+
+
+ONLINE = Source()  # the configured index, no wheelhouse
+
+
+class PipError(AscendpatchError):
+    """pip failed; the message carries pip's own last lines."""
+
+
+def pip_command(target: Target) -> list[str]:
+    if target.python is None:
+        raise InvalidInputError("installing needs an interpreter target (--python), not "
+                                "--site-packages")
+    if target.get("pip") is not None:
+        return [str(target.python), "-m", "pip"]
+    return [sys.executable, "-m", "pip", "--python", str(target.python)]
+
+
+def _run(cmd: Sequence[str], env: Mapping[str, str] | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=PIP_TIMEOUT,
+                          check=False, stdin=subprocess.DEVNULL,
+                          env=dict(env) if env is not None else None)
+
+
+def _tail(proc: subprocess.CompletedProcess[str], lines: int = 6) -> str:
+    text = (proc.stderr or proc.stdout).strip().splitlines()
+    useful = [line for line in text if line.strip() and not line.startswith("WARNING: Location")]
+    return " | ".join(useful[-lines:]) or f"exit code {proc.returncode}"
+
+
+def dry_run_report(target: Target, requirements: Sequence[str], source: Source,
+                   extra: Sequence[str] = (), env: Mapping[str, str] | None = None) \
+        -> dict[str, Any]:
+    """pip's own resolution (``--dry-run --report``): what it would install, nothing changed."""
+    cmd = [*pip_command(target), "install", "--dry-run", "--quiet", "--report", "-",
+           "--disable-pip-version-check", *source.args(), *extra, *requirements]
+    proc = _run(cmd, env)
+    if proc.returncode != 0:
+        raise PipError(f"pip cannot resolve {' '.join(requirements)}: {_tail(proc)}")
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        raise PipError(f"pip returned no readable --report ({_tail(proc)})") from None
+    assert isinstance(report, dict)
+    return report
+
+
+def install(target: Target, requirements: Sequence[str], source: Source,
+            extra: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
+    cmd = [*pip_command(target), "install", "--quiet", "--disable-pip-version-check",
+           *source.args(), *extra, *requirements]
+    proc = _run(cmd, env)
+    if proc.returncode != 0:
+        raise PipError(f"pip install {' '.join(requirements)} failed: {_tail(proc)}")
+
+
+def run_pip(args: Sequence[str], env: Mapping[str, str] | None = None,
+            python: str | None = None) -> subprocess.CompletedProcess[str]:
+    """This tool's own pip (downloads, wheels for bundles)."""
+    return _run([python or sys.executable, "-m", "pip", *args], env)

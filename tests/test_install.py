@@ -1,0 +1,172 @@
+"""`ascendpatch install` with real pip into real venvs, from a local wheelhouse of small wheels.
+
+The "torch" here is a tiny wheel standing in for the image's torch (protected); the tests show
+that nothing ascendpatch installs can replace it.
+"""
+
+from __future__ import annotations
+
+import http.server
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from tests import wheels
+from tests.kit import Run, build_wheel, run_cli, tree_digest, write_manifest
+
+pytestmark = pytest.mark.integration
+
+TORCH_FILES = {"torch/__init__.py": "'''stand-in torch for the install tests'''\n"}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    house = tmp_path / "wheelhouse"
+    build_wheel(house, "torch", "2.1.0+cpu", files=TORCH_FILES)
+    build_wheel(house, "torch", "2.5.0", files=TORCH_FILES)
+    build_wheel(house, "needs-new-torch", "1.0", ["torch>=2.5"])
+    build_wheel(house, "chain-top", "1.0", ["chain-mid>=1"])
+    build_wheel(house, "chain-mid", "1.0", ["torch>=2.5"])
+    build_wheel(house, "friendly", "1.0", ["torch>=2.0", "helper==1.0"])
+    build_wheel(house, "helper", "1.0")
+    build_wheel(house, "step-audio2", "1.0", ["torch>=2.5", "librosa>=0.10", "helper"])
+    python = wheels.make_venv(tmp_path / "venv")
+    wheels.pip_install(python, "--no-index", "--find-links", str(house), "torch==2.1.0+cpu")
+    manifest = write_manifest(tmp_path / "m.yaml", [], no_deps=["step-audio2"],
+                              protected=["torch", "torch-npu"])
+    return {"house": house, "python": python, "manifest": manifest,
+            "site": wheels.site_packages(python)}
+
+
+def install(world: dict[str, Path], *args: str) -> Run:
+    return run_cli("--python", world["python"], "--manifest", world["manifest"], "install",
+                   "--offline", "--wheelhouse", world["house"], *args)
+
+
+def torch_files(site: Path) -> dict[str, str]:
+    return {k: v for k, v in tree_digest(site).items() if k.startswith("torch")}
+
+
+def test_refuses_a_package_that_needs_another_torch(world: dict[str, Path]) -> None:
+    before = tree_digest(world["site"])
+    result = install(world, "needs-new-torch")
+    assert result.code == 1
+    assert ("[FAIL] refused: needs-new-torch 1.0 -> torch 2.5.0 would upgrade torch 2.1.0+cpu "
+            "-> 2.5.0") in result.out
+    assert tree_digest(world["site"]) == before  # not one byte changed
+
+
+def test_refusal_names_the_whole_chain(world: dict[str, Path]) -> None:
+    before = torch_files(world["site"])
+    result = install(world, "chain-top")
+    assert result.code == 1
+    assert ("refused: chain-top 1.0 -> chain-mid 1.0 -> torch 2.5.0 would upgrade torch "
+            "2.1.0+cpu -> 2.5.0") in result.out
+    assert torch_files(world["site"]) == before
+
+
+def test_compatible_package_installs_and_torch_is_untouched(world: dict[str, Path]) -> None:
+    before = torch_files(world["site"])
+    dry = install(world, "friendly", "--dry-run")
+    assert dry.code == 1
+    assert "[WARN] would install friendly 1.0" in dry.out
+    result = install(world, "friendly")
+    assert result.code == 0, result.out
+    assert "[OK] friendly 1.0 installed (friendly)" in result.out
+    assert torch_files(world["site"]) == before
+    again = install(world, "friendly", "--dry-run")
+    assert again.code == 0
+
+
+def test_no_deps_package_installs_and_reports_unmet(world: dict[str, Path]) -> None:
+    before = torch_files(world["site"])
+    result = install(world, "step-audio2")
+    assert result.code == 0, result.out
+    out = result.out
+    assert "[OK] step-audio2 1.0 installed (step-audio2)" in out
+    assert ("[WARN] step-audio2 was installed with --no-deps (manifest no_deps: its dependencies "
+            "would replace the image's NPU stack); unmet: torch>=2.5, librosa>=0.10, helper") in out
+    assert torch_files(world["site"]) == before
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        _Recorder.requests.append(self.path)
+        self.send_response(404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def index_server() -> Iterator[str]:
+    _Recorder.requests = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    server.shutdown()
+
+
+def test_offline_never_contacts_an_index(world: dict[str, Path], index_server: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", index_server)
+    assert install(world, "helper").code == 0
+    assert _Recorder.requests == []
+    online = run_cli("--python", world["python"], "--manifest", world["manifest"], "install",
+                     "--wheelhouse", world["house"], "--dry-run", "friendly")
+    assert online.code == 1
+    assert _Recorder.requests, "control: without --offline pip does ask the index"
+
+
+def test_offline_without_wheelhouse_is_a_usage_error(world: dict[str, Path]) -> None:
+    result = run_cli("--python", world["python"], "--manifest", world["manifest"], "install",
+                     "--offline", "helper")
+    assert result.code == 2 and "--offline needs --wheelhouse" in result.err
+
+
+def test_stack_pins_are_installed_and_checked(world: dict[str, Path], tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "stack.yaml", [], protected=["torch"],
+                              stack={"packages": {"helper": "==1.0", "torch": "==2.1.0"}})
+    result = run_cli("--python", world["python"], "--manifest", manifest, "install",
+                     "--offline", "--wheelhouse", world["house"])
+    assert result.code == 0, result.out
+    assert "[OK] helper 1.0 matches ==1.0" in result.out
+    assert "[OK] torch 2.1.0+cpu matches ==2.1.0" in result.out
+
+
+def test_lock_then_install_the_lock_elsewhere(world: dict[str, Path], tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "stack.yaml", [], protected=["torch"],
+                              stack={"packages": {"friendly": "==1.0"}})
+    lock = tmp_path / "stack.lock"
+    made = run_cli("--python", world["python"], "--manifest", manifest, "lock", "-o", lock,
+                   "--wheelhouse", world["house"])
+    assert made.code == 0, made.out + made.err
+    text = lock.read_text()
+    assert "friendly==1.0" in text and "helper==1.0" in text and "--hash=sha256:" in text
+    assert "\ntorch==" not in text  # protected: provided by the image, never locked
+    other = wheels.make_venv(tmp_path / "other")
+    wheels.pip_install(other, "--no-index", "--find-links", str(world["house"]),
+                       "torch==2.1.0+cpu")
+    result = run_cli("--python", other, "--manifest", manifest, "install", "--lock", lock,
+                     "--offline", "--wheelhouse", world["house"])
+    assert result.code == 0, result.out + result.err
+    assert "[OK] friendly 1.0 matches ==1.0" in result.out
+    # a wheelhouse whose helper wheel was tampered with no longer matches the lock's hashes
+    tampered = tmp_path / "tampered"
+    shutil.copytree(world["house"], tampered)
+    build_wheel(tampered, "helper", "1.0", files={"helper/__init__.py": "evil = 1\n"})
+    third = wheels.make_venv(tmp_path / "third")
+    wheels.pip_install(third, "--no-index", "--find-links", str(world["house"]),
+                       "torch==2.1.0+cpu")
+    refused = run_cli("--python", third, "--manifest", manifest, "install", "--lock", lock,
+                      "--offline", "--wheelhouse", tampered)
+    assert refused.code == 1
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.err
