@@ -1,57 +1,126 @@
 #!/usr/bin/env bash
-# ascendpatch bootstrap: install the tool into a venv of its own (never into the target
-# environment, never touching the image's torch / torch_npu), then apply the catalog to the
-# target interpreter. Idempotent: a re-run changes nothing and prints the same [OK] lines.
+# ascendpatch bootstrap (field note 003: "bash install.sh", idempotent, [OK] lines).
+#
+#   1. install ascendpatch into a venv of its own: never into the target environment, never
+#      touching the image's torch / torch_npu;
+#   2. (--sandbox) build a throwaway target: the real vllm-ascend wheel + labelled stand-ins;
+#   3. ascendpatch install  (guarded: refuses to replace protected packages);
+#   4. ascendpatch apply    (the catalog's fixes for the installed versions);
+#   5. ascendpatch verify   (read-only: pins, patches, dependencies, probes, environment).
+#
+# Re-running changes nothing and prints the same [OK] lines. A failing step stops the script
+# with a non-zero exit code and names the step; every step is itself all-or-nothing.
 set -euo pipefail
 
 usage() {
     cat <<'USAGE'
-Usage: bash install.sh [--python PATH] [--manifest NAME|PATH] [--prefix DIR] [-h|--help]
+Usage: bash install.sh [options]
 
-  --python PATH      target interpreter (default: $ASCENDPATCH_PYTHON, then the candidates
-                     ascendpatch documents, e.g. /usr/local/python3.12.13/bin/python3)
-  --manifest NAME    bundled manifest name or YAML path (default: the catalog, "default")
-  --prefix DIR       where ascendpatch's own venv lives (default: $ASCENDPATCH_PREFIX or
-                     ~/.local/share/ascendpatch)
-  -h, --help         this help
+Target (one of):
+  --python PATH          the target interpreter (default: $ASCENDPATCH_PYTHON, then the
+                         documented candidates, e.g. /usr/local/python3.12.13/bin/python3, the
+                         first with vllm-ascend installed)
+  --sandbox [DIR]        build a sandbox target first (default DIR: ./ascendpatch-sandbox) with
+                         the real vllm-ascend wheel and stand-ins for torch / torch-npu: runs on
+                         any machine, no NPU needed
+  --vllm-ascend VERSION  the vllm-ascend release of the sandbox (default 0.18.0)
+
+Options:
+  --manifest NAME|PATH   bundled manifest or YAML file (default: the catalog, "default"),
+                         e.g. muse-glimmer-w8a8 or vllm-omni-910c
+  --wheelhouse DIR       install everything from DIR (no index is contacted); build it on a
+                         connected machine with: ascendpatch bundle DIR
+  --prefix DIR           where ascendpatch's own venv lives
+                         (default: $ASCENDPATCH_PREFIX or ~/.local/share/ascendpatch)
+  -h, --help             this help
 
 Environment:
-  ASCENDPATCH_PYTHON   target interpreter when --python is not given
-  ASCENDPATCH_PREFIX   default for --prefix
+  SMOOTH=1                 also apply (and verify) the manifest's SmoothQuant drop-in
+  MODEL_DIR                the model's deploy package, for manifests whose sources use it
+  ASCENDPATCH_PYTHON       target interpreter when --python is not given
+  ASCENDPATCH_PREFIX       default for --prefix
   ASCENDPATCH_TOOL_PYTHON  the Python (>= 3.10) that runs ascendpatch itself (default: python3)
+
+Exit codes: 0 installed and verified; otherwise the failing step's code (1 problems found or
+refused, 2 invalid input, 3 unexpected error).
 USAGE
 }
 
-die() { echo "[FAIL] install.sh: $*" >&2; exit 1; }
+fail() { echo "[FAIL] install.sh: $*" >&2; exit "${code:-1}"; }
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 prefix="${ASCENDPATCH_PREFIX:-$HOME/.local/share/ascendpatch}"
 tool_python="${ASCENDPATCH_TOOL_PYTHON:-python3}"
-target_args=()
-manifest_args=()
+target_python="${ASCENDPATCH_PYTHON:-}"
+manifest="default"
+wheelhouse=""
+sandbox=""
+vllm_ascend="0.18.0"
 
 while [ $# -gt 0 ]; do
     case "$1" in
-        --python) [ $# -ge 2 ] || die "--python needs a path"; target_args=(--python "$2"); shift 2 ;;
-        --manifest) [ $# -ge 2 ] || die "--manifest needs a value"; manifest_args=(--manifest "$2"); shift 2 ;;
-        --prefix) [ $# -ge 2 ] || die "--prefix needs a folder"; prefix="$2"; shift 2 ;;
+        --python) [ $# -ge 2 ] || { code=2 fail "--python needs a path"; }
+                  target_python="$2"; shift 2 ;;
+        --sandbox) if [ $# -ge 2 ] && [ "${2#-}" = "$2" ]; then sandbox="$2"; shift 2
+                   else sandbox="$PWD/ascendpatch-sandbox"; shift; fi ;;
+        --vllm-ascend) [ $# -ge 2 ] || { code=2 fail "--vllm-ascend needs a version"; }
+                       vllm_ascend="$2"; shift 2 ;;
+        --manifest) [ $# -ge 2 ] || { code=2 fail "--manifest needs a value"; }
+                    manifest="$2"; shift 2 ;;
+        --wheelhouse) [ $# -ge 2 ] || { code=2 fail "--wheelhouse needs a folder"; }
+                      wheelhouse="$(cd "$2" && pwd)" || { code=2 fail "no folder $2"; }; shift 2 ;;
+        --prefix) [ $# -ge 2 ] || { code=2 fail "--prefix needs a folder"; }
+                  prefix="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
-        *) usage >&2; echo "[FAIL] install.sh: unknown option $1" >&2; exit 2 ;;
+        *) usage >&2; code=2 fail "unknown option $1" ;;
     esac
 done
-
-step() { echo "--- $*"; }
-
-step "install ascendpatch into $prefix/venv"
-if [ ! -x "$prefix/venv/bin/python" ]; then
-    "$tool_python" -m venv "$prefix/venv" || die "step 'venv': cannot create $prefix/venv"
+if [ -n "$sandbox" ] && [ -n "$target_python" ] && [ -z "${ASCENDPATCH_PYTHON:-}" ]; then
+    code=2 fail "give either --python or --sandbox, not both"
 fi
-"$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here" \
-    || die "step 'install tool': pip could not install ascendpatch from $here"
-echo "[OK] ascendpatch $("$prefix/venv/bin/ascendpatch" --version | cut -d' ' -f2) in $prefix/venv"
 
-step "apply"
-"$prefix/venv/bin/ascendpatch" "${target_args[@]}" "${manifest_args[@]}" apply \
-    || die "step 'apply' failed (see the [FAIL] lines above)"
+source_args=()
+[ -n "$wheelhouse" ] && source_args=(--offline --wheelhouse "$wheelhouse")
+with_args=()
+[ "${SMOOTH:-0}" = "1" ] && with_args=(--with smoothquant-w8a8)
 
+# run_step NAME COMMAND...: run one step; on failure stop with its exit code, naming it.
+run_step() {
+    local name="$1"; shift
+    echo "--- $name"
+    set +e
+    "$@"
+    local rc=$?
+    set -e
+    if [ "$rc" -ne 0 ]; then
+        code="$rc" fail "step '$name' failed (exit $rc); see the lines above"
+    fi
+}
+
+install_tool() {
+    [ -x "$prefix/venv/bin/python" ] || "$tool_python" -m venv "$prefix/venv" || return 1
+    local pip=("$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+    if [ -n "$wheelhouse" ]; then
+        "${pip[@]}" --no-index --find-links "$wheelhouse" ascendpatch || return 1
+    else
+        "${pip[@]}" "$here" || return 1
+    fi
+    echo "[OK] ascendpatch $("$prefix/venv/bin/ascendpatch" --version | cut -d' ' -f2)" \
+         "in $prefix/venv (isolated from the target)"
+}
+
+ap="$prefix/venv/bin/ascendpatch"
+run_step "install ascendpatch" install_tool
+if [ -n "$sandbox" ]; then
+    run_step "sandbox" "$ap" sandbox "$sandbox" --vllm-ascend "$vllm_ascend" \
+        ${wheelhouse:+--wheelhouse "$wheelhouse"}
+    target_python="$sandbox/bin/python"
+fi
+target_args=()
+[ -n "$target_python" ] && target_args=(--python "$target_python")
+common=("${target_args[@]}" --manifest "$manifest")
+
+run_step "install" "$ap" "${common[@]}" install "${source_args[@]}"
+run_step "apply" "$ap" "${common[@]}" apply "${with_args[@]}"
+run_step "verify" "$ap" "${common[@]}" verify "${with_args[@]}"
 echo "=== Installation complete ==="

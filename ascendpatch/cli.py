@@ -130,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument("--json", action="store_true", default=False)
     bundle.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+    sandbox = sub.add_parser("sandbox", parents=[source],
+                             help="a throwaway target: real vllm-ascend wheel + stand-ins")
+    sandbox.add_argument("folder", type=Path, metavar="DIR")
+    sandbox.add_argument("--vllm-ascend", default="0.18.0", metavar="VERSION")
+    sandbox.add_argument("--json", action="store_true", default=False)
+    sandbox.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
     sub.add_parser("manifests", parents=[common], help="list the bundled manifests")
     return parser
 
@@ -174,6 +181,13 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
         from ascendpatch.commands import bundle
 
         return bundle.run(args.folder)
+    if command == "sandbox":
+        from ascendpatch.commands import sandbox
+        from ascendpatch.pipadapter import Source
+
+        source = _source(args)
+        assert isinstance(source, Source)
+        return sandbox.run(args.folder, args.vllm_ascend, source)
     ctx = _context(args)
     runners: dict[str, Callable[[], CommandResult]] = {
         "apply": lambda: _apply(ctx, args),

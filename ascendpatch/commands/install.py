@@ -114,6 +114,10 @@ def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Sou
             pipadapter.install(target, loose, source, [*extra, "--no-deps"], env=ctx.env)
     after = from_python(target.python) if target.python else target
     lines = _plan_lines(changes, False) + _final_checks(ctx, after, requested, no_deps, markers)
+    if not changes:
+        lines.insert(0, CheckResult("install", "install", Level.OK,
+                                    f"nothing to install: the pins of manifest "
+                                    f"{ctx.manifest.name} are met"))
     return CommandResult("install", tuple(lines), tuple(session.notes))
 
 

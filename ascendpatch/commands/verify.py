@@ -4,6 +4,7 @@ it says exactly what is wrong and what to run."""
 from __future__ import annotations
 
 from ascendpatch.checks import cann, deps, envvars, pins, probes
+from ascendpatch.commands import sandbox
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
 from ascendpatch.planner import evaluate, prepare, select
@@ -37,6 +38,23 @@ def _artifacts(ctx: Context) -> tuple[list[CheckResult], set[str]]:
     return results, applied
 
 
+def _host_checks(ctx: Context, applied: set[str], no_probes: bool,
+                 probe_timeout: float) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    if sandbox.is_sandbox(ctx.target.prefix):
+        results.append(CheckResult("cann", "cann", Level.SKIP,
+                                   "sandbox (simulated NPU stack): there is no CANN / ATB "
+                                   "environment to check on this host"))
+    else:
+        results += cann.check(ctx.env)
+    if no_probes:
+        results.append(CheckResult("probe", "probe", Level.SKIP,
+                                   "operator probes skipped (--no-probes)"))
+    else:
+        results += probes.check(ctx.target, applied, probe_timeout)
+    return results + envvars.expected(ctx.manifest, ctx.env)
+
+
 def run(ctx: Context, *, no_probes: bool = False,
         probe_timeout: float = probes.PROBE_TIMEOUT) -> CommandResult:
     target, manifest, env = ctx.target, ctx.manifest, ctx.env
@@ -46,18 +64,12 @@ def run(ctx: Context, *, no_probes: bool = False,
     artifact_results, applied = _artifacts(ctx)
     results += artifact_results
     results += deps.check(manifest, target)
-    if has_python:
-        results += cann.check(env)
-        if no_probes:
-            results.append(CheckResult("probe", "probe", Level.SKIP,
-                                       "operator probes skipped (--no-probes)"))
-        else:
-            results += probes.check(target, applied, probe_timeout)
-        results += envvars.expected(manifest, env)
-    else:
+    if not has_python:
         results.append(CheckResult("host", "env", Level.SKIP,
                                    "CANN environment, operator probes and environment variables "
                                    "are checked for --python targets (this host's shell)"))
+    else:
+        results += _host_checks(ctx, applied, no_probes, probe_timeout)
     in_play = [a for a in manifest.artifacts if a.enabled or a.id in ctx.enabled_extra
                or a.id in applied]
     results += envvars.required(in_play, env) if has_python else []

@@ -1,0 +1,92 @@
+"""``ascendpatch sandbox DIR [--vllm-ascend VERSION]``: a throwaway target for any machine.
+
+A venv with the real vllm-ascend wheel from the index (``--no-deps``) and stand-in
+distributions for everything it requires (torch, torch-npu, ...: labelled simulated in their
+metadata, see ascendpatch/standins.py), so that install, apply, verify, audit and revert run
+end to end without an NPU. ``DIR/ascendpatch-sandbox.json`` marks it; `verify` then reports the
+CANN checks as skipped (there is no CANN on this host) instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ascendpatch import pipadapter, standins
+from ascendpatch.commands.lock import cache_root
+from ascendpatch.errors import RefusedError
+from ascendpatch.pipadapter import ONLINE, PipError, Source
+from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.target import from_python
+
+MARKER = "ascendpatch-sandbox.json"
+DEFAULT_VERSION = "0.18.0"  # an affected final release: the catalog's fix applies
+
+
+def is_sandbox(prefix: str | None) -> bool:
+    return prefix is not None and (Path(prefix) / MARKER).is_file()
+
+
+def _wheel(version: str, source: Source) -> Path:
+    folders = [source.wheelhouse] if source.wheelhouse else []
+    cache = cache_root() / "wheels"
+    for folder in [*folders, cache]:
+        found = sorted(folder.glob(f"vllm_ascend-{version}-*.whl")) if folder.is_dir() else []
+        if found:
+            return found[0]
+    if source.offline:
+        raise PipError(f"no vllm-ascend {version} wheel in {source.wheelhouse} and --offline "
+                       "forbids the index", fix="add the wheel to the wheelhouse")
+    cache.mkdir(parents=True, exist_ok=True)
+    proc = pipadapter.run_pip(["download", "--no-deps", "--only-binary", ":all:", "--quiet",
+                               "-d", str(cache), f"vllm-ascend=={version}"])
+    if proc.returncode != 0:
+        raise PipError(f"cannot download vllm-ascend {version}: {proc.stderr.strip()[-300:]}",
+                       fix="pass --wheelhouse DIR holding the wheel")
+    return sorted(cache.glob(f"vllm_ascend-{version}-*.whl"))[0]
+
+
+def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
+        -> CommandResult:
+    marker = folder / MARKER
+    python = folder / "bin" / "python"
+    if marker.is_file():
+        existing = json.loads(marker.read_text())
+        return CommandResult("sandbox", (CheckResult(
+            "sandbox", "sandbox", Level.OK,
+            f"sandbox {folder} already exists (vllm-ascend {existing['vllm_ascend']}, "
+            f"{len(existing['standins'])} stand-ins); target: --python {python}"),))
+    if folder.exists() and any(folder.iterdir()):
+        raise RefusedError(f"{folder} exists and is not an ascendpatch sandbox; not touching it",
+                           fix="choose an empty or new folder")
+    wheel = _wheel(version, source)
+    made = subprocess.run([sys.executable, "-m", "venv", str(folder)], capture_output=True,
+                          text=True, check=False)
+    if made.returncode != 0:
+        raise PipError(f"cannot create the venv {folder}: {made.stderr.strip()[-300:]}")
+    proc = pipadapter.run_pip(["install", "--quiet", "--no-deps", "--no-index",
+                               "--disable-pip-version-check", str(wheel)], python=str(python))
+    if proc.returncode != 0:
+        raise PipError(f"cannot install {wheel.name}: {proc.stderr.strip()[-300:]}")
+    target = from_python(python)
+    dist = target.get("vllm-ascend")
+    assert dist is not None
+    made_standins = standins.satisfy(target.root, dist.metadata.get_all("Requires-Dist") or [],
+                                     target.distributions, target.markers)
+    doc = {"kind": "ascendpatch-sandbox", "vllm_ascend": version, "wheel": wheel.name,
+           "standins": [f"{n}=={v}" for n, v in made_standins],
+           "note": "simulated NPU stack: stand-ins are metadata (and tiny torch / torch_npu "
+                   "modules) only; nothing here runs on an NPU"}
+    marker.write_text(json.dumps(doc, indent=1) + "\n")  # written last: marks a complete sandbox
+    lines = (
+        CheckResult("sandbox:venv", "sandbox", Level.OK, f"venv {folder}"),
+        CheckResult("sandbox:wheel", "sandbox", Level.OK,
+                    f"vllm-ascend {version} from the real wheel {wheel.name} (--no-deps)"),
+        CheckResult("sandbox:standins", "sandbox", Level.OK,
+                    f"{len(made_standins)} stand-in distributions (simulated): "
+                    f"{', '.join(doc['standins'][:6])}{', ...' if len(made_standins) > 6 else ''}"),
+        CheckResult("sandbox", "sandbox", Level.OK, f"target: --python {python}"),
+    )
+    return CommandResult("sandbox", lines)

@@ -1,0 +1,79 @@
+"""`bash install.sh`: the README's first command, end to end, as CI runs it on a fresh checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests import wheels
+from tests.kit import REPO, tree_digest
+
+pytestmark = pytest.mark.integration
+
+
+def _run(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(REPO / "install.sh"), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=900, check=False,
+                          stdin=subprocess.DEVNULL, cwd=env["HOME"])
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    cache = Path(os.environ["ASCENDPATCH_CACHE"])
+    (cache / "wheels").mkdir(parents=True, exist_ok=True)
+    shutil.copy(wheels.wheel("0.18.0"), cache / "wheels")  # no second download of 29 MB
+    return {**os.environ, "ASCENDPATCH_PREFIX": str(tmp_path / "tool")}
+
+
+def _ok_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("[OK]")]
+
+
+def test_sandbox_end_to_end_twice(env: dict[str, str], tmp_path: Path) -> None:
+    sandbox = tmp_path / "sandbox"
+    first = _run("--sandbox", sandbox, env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.stdout.rstrip().endswith("=== Installation complete ===")
+    assert "[OK] Applied sampler top_k/top_p fallback patch" in first.stdout
+    assert "[FAIL]" not in first.stdout
+    before = tree_digest(sandbox)
+    second = _run("--sandbox", sandbox, env=env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "[OK] sampler top_k/top_p fallback patch already applied" in second.stdout
+    assert second.stdout.rstrip().endswith("=== Installation complete ===")
+    assert tree_digest(sandbox) == before, "the second run changed the target"
+    assert len(_ok_lines(second.stdout)) >= len(_ok_lines(first.stdout)) - 3
+
+
+def test_a_failing_step_stops_with_its_name(env: dict[str, str], tmp_path: Path) -> None:
+    sandbox = tmp_path / "sandbox"
+    assert _run("--sandbox", sandbox, env=env).returncode == 0
+    sampler = next(sandbox.glob("lib/python*/site-packages")) / wheels.SAMPLER
+    assert _run("--python", sandbox / "bin/python", env=env).returncode == 0
+    # A hand-edited line inside the patch (neither upstream nor patched): apply must refuse.
+    guard = "        return _apply_top_k_top_p_pytorch(logits, k, p)\n"
+    text = sampler.read_text()
+    assert guard in text
+    sampler.write_text(text.replace(guard, guard.rstrip("\n") + "  # local edit\n"))
+    before = tree_digest(sandbox)
+    failed = _run("--python", sandbox / "bin/python", env=env)
+    assert failed.returncode == 1
+    assert "[FAIL] install.sh: step 'apply' failed (exit 1)" in failed.stderr
+    assert "=== Installation complete ===" not in failed.stdout
+    assert tree_digest(sandbox) == before
+
+
+def test_help_documents_every_option_and_variable() -> None:
+    out = subprocess.run(["bash", str(REPO / "install.sh"), "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    for word in ("--python", "--sandbox", "--vllm-ascend", "--manifest", "--wheelhouse",
+                 "--prefix", "SMOOTH=1", "MODEL_DIR", "ASCENDPATCH_PYTHON", "ASCENDPATCH_PREFIX",
+                 "ASCENDPATCH_TOOL_PYTHON"):
+        assert word in out, word
+    bad = subprocess.run(["bash", str(REPO / "install.sh"), "--bogus"], capture_output=True,
+                         text=True, check=False)
+    assert bad.returncode == 2 and "unknown option --bogus" in bad.stderr
