@@ -77,3 +77,32 @@ def test_help_documents_every_option_and_variable() -> None:
     bad = subprocess.run(["bash", str(REPO / "install.sh"), "--bogus"], capture_output=True,
                          text=True, check=False)
     assert bad.returncode == 2 and "unknown option --bogus" in bad.stderr
+
+
+def test_bundle_then_air_gapped_bootstrap(env: dict[str, str], tmp_path: Path) -> None:
+    """`ascendpatch bundle` on a connected machine, then install.sh with no index at all."""
+    from tests.kit import run_cli
+    from tests.test_install import _Recorder
+
+    house = tmp_path / "wheelhouse"
+    made = run_cli("bundle", house)
+    assert made.code == 0, made.out + made.err
+    names = {p.name.split("-")[0].lower() for p in house.glob("*.whl")}
+    assert {"ascendpatch", "packaging", "unidiff", "pyyaml", "rich", "pip_tools"} <= names
+    shutil.copy(wheels.wheel("0.18.0"), house)  # the sandbox's vllm-ascend comes along too
+
+    import http.server
+    import threading
+
+    _Recorder.requests = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    index = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    offline_env = {**env, "PIP_INDEX_URL": index, "ASCENDPATCH_CACHE": str(tmp_path / "empty")}
+    try:
+        result = _run("--wheelhouse", house, "--sandbox", tmp_path / "sandbox", env=offline_env)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.rstrip().endswith("=== Installation complete ===")
+    assert _Recorder.requests == [], "an air-gapped bootstrap must not contact any index"
