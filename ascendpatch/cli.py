@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--no-probes", action="store_true",
                         help="skip the operator probes (no subprocess of the target)")
     verify.add_argument("--probe-timeout", type=float, default=120.0, metavar="SECONDS")
+    verify.add_argument("--serve-log", type=Path, metavar="FILE",
+                        help="also check a vLLM serve log for the markers the manifest needs")
     verify.add_argument("--with", dest="with_ids", action="append", default=[], metavar="ID",
                         help="also expect this optional artifact to be applied")
 
@@ -230,7 +232,8 @@ def _status(ctx: Context, args: argparse.Namespace) -> CommandResult:
 def _verify(ctx: Context, args: argparse.Namespace) -> CommandResult:
     from ascendpatch.commands import verify
 
-    return verify.run(ctx, no_probes=args.no_probes, probe_timeout=args.probe_timeout)
+    return verify.run(ctx, no_probes=args.no_probes, serve_log=args.serve_log,
+                      probe_timeout=args.probe_timeout)
 
 
 def _snapshot(ctx: Context, args: argparse.Namespace) -> CommandResult:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ascendpatch.hashing import sha256_bytes
+from ascendpatch.kinds import KINDS
 from ascendpatch.kinds.base import FilePlan, FileStatus
 from ascendpatch.planner import ArtifactPlan, evaluate
 from ascendpatch.results import ArtifactResult, FileResult, Level, Status
@@ -47,6 +48,15 @@ def skipped(plan: ArtifactPlan) -> ArtifactResult:
                    f"{plan.artifact.title}: {plan.skip.reason}")
 
 
+def nothing_to_do(plan: ArtifactPlan) -> ArtifactResult | None:
+    """A kind that finds no file to act on (e.g. no cached snapshot) says why: [SKIP]."""
+    if plan.files or plan.context is None:
+        return None
+    explain = getattr(KINDS[plan.artifact.kind], "nothing_to_do", None)
+    reason = explain(plan.context) if explain else "no file to act on"
+    return _result(plan, Status.SKIPPED, Level.SKIP, f"{plan.artifact.title}: {reason}")
+
+
 def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
     """The failure result when ``plan`` cannot be applied as it stands, else None."""
     title, aid = plan.artifact.title, plan.artifact.id
@@ -62,7 +72,8 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
         return _result(plan, Status.CONFLICT, Level.FAIL,
                        f"{title}: conflict in {names}; fix: {hint}",
                        files=_file_results(plan.files), details=_details(plan))
-    if state is FileStatus.PARTIAL and not force:
+    completable = KINDS[plan.artifact.kind].independent_files
+    if state is FileStatus.PARTIAL and not force and not completable:
         return _result(plan, Status.PARTIAL, Level.FAIL,
                        f"{title}: partially applied; fix: 'ascendpatch revert {aid}' then "
                        f"'ascendpatch apply {aid}', or 'ascendpatch apply --force {aid}' to "
@@ -88,6 +99,9 @@ def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: b
         -> ArtifactResult:
     if plan.skip is not None:
         return skipped(plan)
+    empty = nothing_to_do(plan)
+    if empty is not None:
+        return empty
     title = plan.artifact.title
     if plan.state is FileStatus.APPLIED:
         return _result(plan, Status.ALREADY_APPLIED, Level.OK, f"{title} already applied",
@@ -100,7 +114,7 @@ def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: b
     if dry_run:
         return _result(plan, Status.NOT_APPLIED, Level.WARN, f"{title}: would be applied",
                        files=_file_results(plan.files, after, "pristine"), diff=unified_diff(plan))
-    changes = [Change(f.path, f.current, f.desired.data) for f in pending]
+    changes = [Change(f.path, f.current, f.desired.data, link=f.desired.link) for f in pending]
     originals = [f.original.data for f in plan.files
                  if f.original.known and f.original.data is not None]
     store.commit(changes, lambda ledger: _record(ledger, plan, store), keep=originals)
@@ -127,16 +141,20 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
     assert plan.context is not None
     fresh = evaluate(plan.artifact, plan.context)
     title = plan.artifact.title
-    wanted = FileStatus.APPLIED if verb == "applied" else FileStatus.PRISTINE
-    files = tuple(FileResult(new.rel, new.state.value, _sha(old.current), _sha(new.current))
-                  for old, new in zip(plan.files, fresh.files, strict=True))
-    if verb == "applied" and fresh.state is wanted:
-        return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=files)
+    now_by_path = {f.path: f for f in fresh.files}
+    files = []
+    for old in plan.files:  # paired by path: a kind may list fewer files once applied
+        new = now_by_path.get(old.path)
+        current = new.current if new else (old.path.read_bytes() if old.path.is_file() else None)
+        state = new.state.value if new else ("removed" if current is None else "applied")
+        files.append(FileResult(old.rel, state, _sha(old.current), _sha(current)))
+    if verb == "applied" and fresh.state in (FileStatus.APPLIED, None):
+        return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=tuple(files))
     if verb == "reverted":
-        return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=files)
+        return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=tuple(files))
     return _result(plan, Status.FAILED, Level.FAIL,
                    f"{title}: written, but the re-check finds it {fresh.state}; fix: report this "
-                   f"as a bug with 'ascendpatch status --json'", files=files,
+                   f"as a bug with 'ascendpatch status --json'", files=tuple(files),
                    details=_details(fresh))
 
 
@@ -149,11 +167,30 @@ class _Restore:
     data: bytes | None
 
 
+def _ledger_only(plan: ArtifactPlan, store: StateStore, records: dict[str, LedgerFile]) \
+        -> list[Change]:
+    """Files the ledger says this artifact changed but the kind no longer lists (a deleted
+    marker file, say): restore each one that is still as ascendpatch left it."""
+    listed = {store.rel(f.path) for f in plan.files}
+    changes = []
+    for rel, record in records.items():
+        path = store.abs(rel)
+        current = path.read_bytes() if path.is_file() else None
+        if rel in listed or _sha(current) != record.sha256_after:
+            continue
+        original = None if record.sha256_before is None else store.read_backup(record.backup)
+        if record.sha256_before is not None and original is None:
+            continue
+        changes.append(Change(path, current, original))
+    return changes
+
+
 def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger) -> ArtifactResult:
     if plan.skip is not None:
         return skipped(plan)
     title, aid = plan.artifact.title, plan.artifact.id
     records = ledger.get(aid, {})
+    extra = _ledger_only(plan, store, records)
     restores: list[_Restore] = []
     for fp in plan.files:
         if fp.state is FileStatus.PRISTINE:
@@ -166,13 +203,14 @@ def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger) -> Artifa
                            f"{_package(plan)})", files=_file_results(plan.files),
                            details=_details(plan))
         restores.append(_Restore(fp, data[0]))
-    if not restores:
+    if not restores and not extra:
         if aid in ledger:
             store.commit([], lambda led: {k: v for k, v in led.items() if k != aid})
         return _result(plan, Status.NOT_APPLIED, Level.OK,
                        f"{title} is not applied; nothing to revert",
                        files=_file_results(plan.files))
-    changes = [Change(r.plan.path, r.plan.current, r.data) for r in restores]
+    changes = [Change(r.plan.path, r.plan.current, r.data, prune_to=r.plan.prune_to)
+               for r in restores] + extra
     store.commit(changes, lambda led: {k: v for k, v in led.items() if k != aid})
     return _recheck(plan, "reverted")
 
@@ -203,6 +241,9 @@ def _why_not(fp: FilePlan) -> str:
 def status_of(plan: ArtifactPlan, ledger: Ledger, store: StateStore) -> ArtifactResult:
     if plan.skip is not None:
         return skipped(plan)
+    empty = nothing_to_do(plan)
+    if empty is not None and plan.artifact.id not in ledger:
+        return empty
     title, aid = plan.artifact.title, plan.artifact.id
     files = _file_results(plan.files)
     state = plan.state

@@ -62,6 +62,10 @@ def context_for(artifact: Artifact, target: Target, env: Mapping[str, str],
         return Skip(f"kind {artifact.kind!r} ({PLANNED_KINDS[artifact.kind]}) is not supported "
                     f"by this ascendpatch version yet", Level.WARN)
     kind = KINDS[artifact.kind]
+    if not kind.needs_distribution:  # e.g. the Hugging Face cache: its own root, no version
+        root_for = getattr(kind, "root_for", None)
+        root = root_for(env) if root_for else target.root
+        return KindContext(artifact, artifact.variants[0], None, root, None, dict(env))
     dist = target.get(artifact.distribution) if artifact.distribution else None
     if kind.needs_distribution and dist is None:
         return Skip(f"{artifact.distribution or '(no distribution named)'} is not installed "

@@ -3,10 +3,13 @@ it says exactly what is wrong and what to run."""
 
 from __future__ import annotations
 
-from ascendpatch.checks import cann, deps, envvars, pins, probes
+from pathlib import Path
+
+from ascendpatch.checks import cann, deps, envvars, pins, plugins, probes, smoothquant
 from ascendpatch.commands import sandbox
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
+from ascendpatch.errors import InvalidInputError
 from ascendpatch.planner import evaluate, prepare, select
 from ascendpatch.results import ArtifactResult, CheckResult, CommandResult, Level, Status
 
@@ -27,14 +30,16 @@ def _artifacts(ctx: Context) -> tuple[list[CheckResult], set[str]]:
                                    "ascendpatch status (as a user who can write the target) "
                                    "rolls it back"))
     ledger = store.load_ledger()
-    prepared = prepare(select(ctx.manifest, [], ctx.enabled_extra), ctx.target, ctx.env,
-                       required=False)
+    wanted = {a.id for a in select(ctx.manifest, [], ctx.enabled_extra)}
+    # Every artifact is looked at: an optional one (SmoothQuant) counts once it is in place.
+    prepared = prepare(list(ctx.manifest.artifacts), ctx.target, ctx.env, required=False)
     applied: set[str] = set()
     for artifact, kctx in prepared:
         item = status_of(evaluate(artifact, kctx), ledger, store)
         if item.status is Status.ALREADY_APPLIED:
             applied.add(item.id)
-        results.append(_artifact_check(item))
+        if artifact.id in wanted or item.status is Status.ALREADY_APPLIED:
+            results.append(_artifact_check(item))
     return results, applied
 
 
@@ -55,7 +60,31 @@ def _host_checks(ctx: Context, applied: set[str], no_probes: bool,
     return results + envvars.expected(ctx.manifest, ctx.env)
 
 
-def run(ctx: Context, *, no_probes: bool = False,
+def _model_checks(ctx: Context, applied: set[str], npu_stack: bool,
+                  serve_log: Path | None) -> list[CheckResult]:
+    """Adapters registered, SmoothQuant whole (both halves or neither), the serve log."""
+    target, manifest = ctx.target, ctx.manifest
+    results: list[CheckResult] = []
+    in_place = [a for a in manifest.artifacts if a.id in applied]
+    if target.python is not None:
+        results += plugins.check(target.python, in_place, npu_stack, ctx.env)
+    smooth = [a for a in manifest.artifacts if a.options.get("scales_env")]
+    for artifact in smooth:
+        enabled = artifact.enabled or artifact.id in ctx.enabled_extra
+        results += smoothquant.check(artifact, artifact.id in applied, enabled, target.python,
+                                     ctx.env)
+    if serve_log is not None:
+        try:
+            text = serve_log.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InvalidInputError(f"--serve-log {serve_log} cannot be read ({exc})") from None
+        if any(a.id in applied for a in smooth):
+            tp = manifest.launch.get("tensor_parallel_size")
+            results.append(smoothquant.check_serve_log(text, int(tp) if tp else None))
+    return results
+
+
+def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
         probe_timeout: float = probes.PROBE_TIMEOUT) -> CommandResult:
     target, manifest, env = ctx.target, ctx.manifest, ctx.env
     has_python = target.python is not None
@@ -70,6 +99,9 @@ def run(ctx: Context, *, no_probes: bool = False,
                                    "are checked for --python targets (this host's shell)"))
     else:
         results += _host_checks(ctx, applied, no_probes, probe_timeout)
+    npu_stack = any(r.id == "probe:import" and r.level is Level.OK for r in results) and \
+        not sandbox.is_sandbox(target.prefix)
+    results += _model_checks(ctx, applied, npu_stack, serve_log)
     in_play = [a for a in manifest.artifacts if a.enabled or a.id in ctx.enabled_extra
                or a.id in applied]
     results += envvars.required(in_play, env) if has_python else []

@@ -6,18 +6,18 @@ from ascendpatch.kinds.base import Kind
 from ascendpatch.kinds.diff import DiffKind
 from ascendpatch.kinds.dropin import DropinKind
 from ascendpatch.kinds.file import FileKind
+from ascendpatch.kinds.hffile import HfFileKind
+from ascendpatch.kinds.plugin import PluginKind
 
 KINDS: dict[str, Kind] = {
     "diff": DiffKind(),
     "dropin": DropinKind(),
     "file": FileKind(),
+    "plugin": PluginKind(),
+    "hf-file": HfFileKind(),
 }
 
-# Kinds that manifests may already declare but this version cannot act on yet (model adapters
-# and the Hugging Face cache fixer). Artifacts of these kinds are reported as skipped, loudly.
-PLANNED_KINDS: dict[str, str] = {
-    "plugin": "vLLM plugin adapters",
-    "hf-file": "Hugging Face cache fixer",
-}
+# Kinds that manifests may declare but this version cannot act on yet: reported as skipped.
+PLANNED_KINDS: dict[str, str] = {}
 
 KIND_NAMES = frozenset(KINDS) | frozenset(PLANNED_KINDS)

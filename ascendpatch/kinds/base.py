@@ -32,6 +32,7 @@ class Content:
 
     data: bytes | None  # None: the file is (or should be) absent
     known: bool = True
+    link: str | None = None  # the file is (or should be) a symlink to this relative target
 
 
 UNKNOWN = Content(None, known=False)
@@ -47,6 +48,7 @@ class FilePlan:
     original: Content
     detail: str = ""
     forceable: bool = False  # --force may overwrite this conflict with ``desired``
+    prune_to: Path | None = None  # when removed (revert), remove emptied folders up to here
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,9 @@ class KindContext:
 class Kind(Protocol):
     name: str
     needs_distribution: bool
+    # True when each file stands on its own (a cache fixer): a mix of done and not-done files
+    # is then simply completed; False for a patch, where a half-applied state means trouble.
+    independent_files: bool
 
     def prepare(self, ctx: KindContext) -> None:
         """Validate sources and target paths; raise InvalidInputError. Writes nothing."""

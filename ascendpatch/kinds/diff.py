@@ -42,6 +42,7 @@ def load_patch(source: Path) -> tuple[FilePatch, ...]:
 class DiffKind:
     name = "diff"
     needs_distribution = True
+    independent_files = False
 
     def prepare(self, ctx: KindContext) -> None:
         if ctx.source is None:

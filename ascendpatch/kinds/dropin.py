@@ -32,6 +32,7 @@ def read_source(ctx: KindContext) -> bytes:
 class DropinKind:
     name = "dropin"
     needs_distribution = True
+    independent_files = False
 
     def prepare(self, ctx: KindContext) -> None:
         ctx.path(_single_target(ctx))

@@ -9,6 +9,7 @@ from ascendpatch.kinds.dropin import _single_target, read_source
 class FileKind:
     name = "file"
     needs_distribution = True
+    independent_files = False
 
     def prepare(self, ctx: KindContext) -> None:
         ctx.path(_single_target(ctx))

@@ -61,3 +61,25 @@ def drop_bytecode(path: Path) -> None:
     for pyc in cache.glob(f"{path.stem}.*.pyc"):
         with contextlib.suppress(FileNotFoundError):
             pyc.unlink()
+
+
+def symlink_atomic(path: Path, target: str) -> None:
+    """Make ``path`` a symlink to ``target`` atomically (link a temp name, then os.replace)."""
+    tmp = temp_path(path)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    tmp.symlink_to(target)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def prune_empty(folder: Path, stop: Path) -> None:
+    """Remove ``folder`` and its parents while they are empty, never ``stop`` or above it."""
+    stop = stop.resolve()
+    current = folder
+    while current.resolve() != stop and stop in current.resolve().parents:
+        try:
+            current.rmdir()
+        except OSError:  # not empty (or gone): stop here
+            return
+        current = current.parent

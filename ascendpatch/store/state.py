@@ -40,6 +40,8 @@ class Change:
     path: Path
     before: bytes | None
     after: bytes | None
+    link: str | None = None  # make ``path`` a symlink to this (``after``: what it resolves to)
+    prune_to: Path | None = None  # on removal, also remove emptied folders up to this one
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,8 @@ class StateStore:
     def _journal_entry(self, change: Change) -> dict[str, Any]:
         before = sha256_bytes(change.before) if change.before is not None else None
         after = sha256_bytes(change.after) if change.after is not None else None
-        return {"path": str(change.path), "before": before, "after": after}
+        return {"path": str(change.path), "before": before, "after": after,
+                "prune_to": str(change.prune_to) if change.prune_to else None}
 
     def _store_backup(self, data: bytes | None) -> None:
         if data is None:
@@ -168,6 +171,11 @@ class StateStore:
         atomic.drop_bytecode(change.path)
         if change.after is None:
             atomic.remove(change.path)
+            if change.prune_to is not None:
+                atomic.prune_empty(change.path.parent, change.prune_to)
+        elif change.link is not None:
+            change.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic.symlink_atomic(change.path, change.link)
         else:
             change.path.parent.mkdir(parents=True, exist_ok=True)
             atomic.write_atomic(change.path, change.after)
@@ -207,11 +215,15 @@ class StateStore:
         path = Path(entry["path"])
         before = entry["before"]
         current = sha256_file(path) if path.is_file() else None
+        if path.is_symlink() and before is None:
+            current = "link"  # a link this run created: remove it
         atomic.drop_bytecode(path)
         if current == before:
             return False
         if before is None:
             atomic.remove(path)
+            if entry.get("prune_to"):
+                atomic.prune_empty(path.parent, Path(entry["prune_to"]))
             return True
         data = self.read_backup(before)
         if data is None:

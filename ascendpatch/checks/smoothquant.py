@@ -1,0 +1,115 @@
+"""SmoothQuant: both halves or neither (field note 003, pitfall 8).
+
+weights_smooth/ holds weights pre-divided by the smooth scales. Answers are right only when the
+w8a8 drop-in is installed AND VLLM_ASCEND_SMOOTH_SCALES names the scales file. With one half
+missing nothing fails; quality silently degrades. verify says which half is missing, loads the
+scales in the target (torch .pt, or safetensors read directly) and counts the vectors, and with
+--serve-log requires the drop-in's "loaded N smooth scale vectors" line once per TP rank.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from ascendpatch.manifest.model import Artifact
+from ascendpatch.results import CheckResult, Level
+
+SCALES_PROBE = r"""
+import json, os, struct, sys
+if sys.path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]
+path = sys.argv[1]
+try:
+    if path.endswith(".safetensors"):
+        with open(path, "rb") as f:
+            size = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(size))
+        count = len([k for k in header if k != "__metadata__"])
+    else:
+        import torch
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(obj, dict):
+            count = len([v for v in obj.values() if hasattr(v, "shape")])
+        elif isinstance(obj, (list, tuple)):
+            count = len(obj)
+        else:
+            count = int(obj.shape[0]) if len(obj.shape) > 1 else 1
+    print(json.dumps({"count": count}))
+except BaseException as exc:
+    print(json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}))
+"""
+MARKER = re.compile(r"\[smooth-w8a8\] loaded (\d+) smooth scale vectors")
+TP_SIZE = re.compile(r"tensor_parallel_size=(\d+)")
+UNKNOWN_ENV = "Unknown vLLM environment variable detected: {name}"
+
+
+def count_vectors(python: Path, scales: str, env: Mapping[str, str]) -> tuple[int | None, str]:
+    try:
+        proc = subprocess.run([str(python), "-c", SCALES_PROBE, scales], capture_output=True,
+                              text=True, timeout=300, check=False, env=dict(env),
+                              stdin=subprocess.DEVNULL)
+        doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        return None, "the scale-loading probe did not answer"
+    if "error" in doc:
+        return None, str(doc["error"])
+    return int(doc["count"]), ""
+
+
+def check(artifact: Artifact, applied: bool, enabled: bool, python: Path | None,
+          env: Mapping[str, str]) -> list[CheckResult]:
+    var = str(artifact.options.get("scales_env") or "VLLM_ASCEND_SMOOTH_SCALES")
+    scales = env.get(var)
+    cid = f"smoothquant:{artifact.id}"
+    if not applied and not scales:
+        if enabled:
+            return [CheckResult(cid, "smoothquant", Level.FAIL,
+                                f"SmoothQuant is enabled but neither the drop-in nor {var} is "
+                                f"in place; fix: ascendpatch apply --with {artifact.id} and "
+                                f"export {var}=<weights_smooth>/smooth_scales.pt")]
+        return [CheckResult(cid, "smoothquant", Level.SKIP,
+                            f"SmoothQuant not in use (no drop-in, {var} unset)")]
+    if applied and not scales:
+        return [CheckResult(cid, "smoothquant", Level.FAIL,
+                            f"the SmoothQuant drop-in is installed but {var} is not set: half "
+                            f"installed, answers silently degrade; fix: export "
+                            f"{var}=<weights_smooth>/smooth_scales.pt")]
+    if not applied:
+        return [CheckResult(cid, "smoothquant", Level.FAIL,
+                            f"{var} is set but the SmoothQuant drop-in is not installed: half "
+                            f"installed, answers silently degrade; fix: SMOOTH=1 bash "
+                            f"install.sh, or ascendpatch apply --with {artifact.id}")]
+    assert scales is not None
+    results = [CheckResult(f"{cid}:env", "smoothquant", Level.WARN,
+                           f"vLLM logs '{UNKNOWN_ENV.format(name=var)}' at start-up: harmless "
+                           "(the drop-in reads the variable itself)")]
+    if not Path(scales).is_file():
+        return [*results, CheckResult(cid, "smoothquant", Level.FAIL,
+                                      f"{var}={scales}: no such file")]
+    if python is None:
+        return results
+    count, error = count_vectors(python, scales, env)
+    if count is None:
+        return [*results, CheckResult(cid, "smoothquant", Level.FAIL,
+                                      f"{var}={scales} cannot be loaded: {error}")]
+    return [*results, CheckResult(cid, "smoothquant", Level.OK,
+                                  f"SmoothQuant: drop-in installed and {count} smooth scale "
+                                  f"vectors in {scales}", data={"vectors": count})]
+
+
+def check_serve_log(text: str, expected_tp: int | None) -> CheckResult:
+    found = [int(n) for n in MARKER.findall(text)]
+    tp_match = TP_SIZE.search(text)
+    tp = int(tp_match.group(1)) if tp_match else (expected_tp or 1)
+    if len(found) >= tp:
+        return CheckResult("serve-log:smoothquant", "smoothquant", Level.OK,
+                           f"serve log: '[smooth-w8a8] loaded N smooth scale vectors' on all "
+                           f"{tp} TP rank(s) ({', '.join(map(str, found))})")
+    return CheckResult("serve-log:smoothquant", "smoothquant", Level.FAIL,
+                       f"serve log: the SmoothQuant line appears {len(found)} time(s) for "
+                       f"tensor_parallel_size={tp}: a rank runs without smooth scales; fix: "
+                       f"check the drop-in and VLLM_ASCEND_SMOOTH_SCALES on every rank")

@@ -1,0 +1,120 @@
+"""Kind ``hf-file``: add a file missing from cached Hugging Face snapshots.
+
+Field note 000: under transformers 5.x the whisper-large-v3 cache often lacks
+processor_config.json. For every cached snapshot of the named repos that lacks the file, add it
+the way huggingface_hub lays out its cache: a blob named by its sha256 in ``blobs/`` plus a
+relative symlink in ``snapshots/<commit>/`` (a plain file where the cache holds copies), and
+delete a matching ``.no_exist/<commit>/<file>`` marker, which huggingface_hub checks *before*
+the snapshot (try_to_load_from_cache) and which would otherwise keep the file invisible. Other
+files are never touched. The cache is ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
+``$XDG_CACHE_HOME/huggingface/hub`` or ``~/.cache/huggingface/hub``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.hashing import sha256_bytes
+from ascendpatch.kinds.base import Content, FilePlan, FileStatus, KindContext
+
+_REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
+_NAME = re.compile(r"^[\w.-]+$")
+
+
+def hub_cache(env: Mapping[str, str]) -> Path:
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(var):
+            return Path(env[var])
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]) / "hub"
+    cache = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(cache) / "huggingface" / "hub"
+
+
+def _options(ctx: KindContext) -> tuple[list[str], str, bytes]:
+    options: dict[str, Any] = ctx.artifact.options
+    repos = options.get("repos") or ["openai/whisper-large-v3"]
+    filename = options.get("filename") or "processor_config.json"
+    content = options.get("content", {"processor_class": "WhisperProcessor"})
+    bad = [r for r in repos if not isinstance(r, str) or not _REPO.match(r)]
+    if bad or not isinstance(filename, str) or not _NAME.match(filename):
+        raise InvalidInputError(f"artifact {ctx.artifact.id}: options.repos must be 'org/name' "
+                                f"ids and options.filename a plain file name")
+    data = content.encode() if isinstance(content, str) else (
+        json.dumps(content, indent=2) + "\n").encode()
+    return repos, filename, data
+
+
+def _rel(ctx: KindContext, path: Path) -> str:
+    return path.relative_to(ctx.root).as_posix()
+
+
+def _snapshot_plans(ctx: KindContext, repo_dir: Path, snap: Path, filename: str,
+                    data: bytes) -> list[FilePlan]:
+    plans = []
+    target = snap / filename
+    blob = repo_dir / "blobs" / sha256_bytes(data)
+    uses_links = any(p.is_symlink() for p in snap.iterdir())
+    if target.is_symlink() or target.exists():
+        current = target.read_bytes() if target.exists() else None
+        if current == data:  # ours (or identical): revert removes it
+            plans.append(FilePlan(_rel(ctx, target), target, FileStatus.APPLIED, current,
+                                  Content(data), Content(None), f"{target}: present"))
+    elif uses_links:
+        blob_now = blob.read_bytes() if blob.exists() else None
+        if blob_now is None or blob_now == data:
+            state = FileStatus.APPLIED if blob_now == data else FileStatus.PRISTINE
+            plans.append(FilePlan(_rel(ctx, blob), blob, state, blob_now, Content(data),
+                                  Content(None), f"{blob}: blob"))
+        link = os.path.relpath(blob, snap)
+        plans.append(FilePlan(_rel(ctx, target), target, FileStatus.PRISTINE, None,
+                              Content(data, link=link), Content(None),
+                              f"{target}: missing; will link to {link}"))
+    else:
+        plans.append(FilePlan(_rel(ctx, target), target, FileStatus.PRISTINE, None,
+                              Content(data), Content(None), f"{target}: missing"))
+    marker = repo_dir / ".no_exist" / snap.name / filename
+    if marker.exists():
+        current = marker.read_bytes()
+        plans.append(FilePlan(_rel(ctx, marker), marker, FileStatus.PRISTINE, current,
+                              Content(None), Content(current),
+                              f"{marker}: stale 'does not exist' marker, will be removed"))
+    return plans
+
+
+class HfFileKind:
+    name = "hf-file"
+    needs_distribution = False
+    independent_files = True
+
+    def root_for(self, env: Mapping[str, str]) -> Path:
+        return hub_cache(env)
+
+    def prepare(self, ctx: KindContext) -> None:
+        _options(ctx)
+
+    def nothing_to_do(self, ctx: KindContext) -> str:
+        repos, filename, _data = _options(ctx)
+        cached = [r for r in repos
+                  if (ctx.root / ("models--" + r.replace("/", "--")) / "snapshots").is_dir()]
+        if not cached:
+            return f"no cached snapshot of {', '.join(repos)} under {ctx.root}"
+        return f"every cached snapshot of {', '.join(cached)} already has {filename}"
+
+    def inspect(self, ctx: KindContext) -> list[FilePlan]:
+        repos, filename, data = _options(ctx)
+        plans: dict[Path, FilePlan] = {}
+        for repo in repos:
+            repo_dir = ctx.root / ("models--" + repo.replace("/", "--"))
+            snapshots = repo_dir / "snapshots"
+            for snap in sorted(snapshots.iterdir()) if snapshots.is_dir() else []:
+                ctx.path(_rel(ctx, snap))  # the path guard: no symlinked escape
+                for plan in _snapshot_plans(ctx, repo_dir, snap, filename, data):
+                    plans.setdefault(plan.path, plan)  # a blob shared by snapshots: once
+        return list(plans.values())

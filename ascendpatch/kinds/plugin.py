@@ -1,0 +1,107 @@
+"""Kind ``plugin``: a model adapter installed as a small distribution with a vLLM plugin.
+
+vLLM's out-of-tree mechanism: an entry point in the ``vllm.general_plugins`` group, loaded in
+every vLLM process (API server, EngineCore, workers), whose ``register()`` lazily registers the
+architectures (``ModelRegistry.register_model(arch, "module:Class")``, unless already
+registered) so that no model code is imported at start-up. Because it is a distribution of its
+own, reinstalling vllm does not remove it; an image rebuild does, and `verify` notices.
+
+Files (all new, written through the transaction, removed by revert with no empty folder left):
+``<module>.py`` (the adapter), ``ascendpatch_plugin_<id>.py`` (register) and the dist-info.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.hashing import hex_to_record, sha256_bytes
+from ascendpatch.kinds.base import Content, FilePlan, FileStatus, KindContext
+from ascendpatch.kinds.dropin import read_source
+
+PLUGIN_GROUP = "vllm.general_plugins"
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+REGISTER = '''"""vLLM general plugin written by ascendpatch (artifact {aid}).
+
+register() runs in every vLLM process; it registers the architectures lazily ("module:Class"),
+so the adapter is imported only when a model of that architecture is loaded.
+"""
+
+ARCHITECTURES = {archs!r}
+
+
+def register():
+    from vllm import ModelRegistry
+
+    supported = ModelRegistry.get_supported_archs()
+    for arch, target in ARCHITECTURES.items():
+        if arch not in supported:
+            ModelRegistry.register_model(arch, target)
+'''
+
+
+def slug(artifact_id: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", artifact_id.lower()).strip("_")
+
+
+def plugin_layout(ctx: KindContext) -> dict[str, bytes]:
+    """Every file of the plugin distribution, relative to site-packages, with its content."""
+    options: dict[str, Any] = ctx.artifact.options
+    archs = options.get("architectures") or []
+    if not archs or not all(isinstance(a, str) for a in archs):
+        raise InvalidInputError(f"artifact {ctx.artifact.id}: kind plugin needs "
+                                "options.architectures (a list of names)")
+    assert ctx.source is not None
+    module = str(options.get("module") or Path(ctx.source).stem)
+    if not _MODULE.match(module):
+        raise InvalidInputError(f"artifact {ctx.artifact.id}: options.module {module!r} is not "
+                                "a Python module name")
+    classes = dict(options.get("classes") or {})
+    targets = {arch: f"{module}:{classes.get(arch, arch)}" for arch in archs}
+    name = slug(ctx.artifact.id)
+    dist_info = f"ascendpatch_plugin_{name}-1.0.dist-info"
+    files = {
+        f"{module}.py": read_source(ctx),
+        f"ascendpatch_plugin_{name}.py": REGISTER.format(aid=ctx.artifact.id,
+                                                         archs=targets).encode(),
+        f"{dist_info}/METADATA": (
+            "Metadata-Version: 2.1\n"
+            f"Name: ascendpatch-plugin-{name.replace('_', '-')}\nVersion: 1.0\n"
+            f"Summary: vLLM plugin for {', '.join(archs)} (ascendpatch artifact "
+            f"{ctx.artifact.id})\n").encode(),
+        f"{dist_info}/INSTALLER": b"ascendpatch\n",
+        f"{dist_info}/entry_points.txt": (
+            f"[{PLUGIN_GROUP}]\n{ctx.artifact.id} = ascendpatch_plugin_{name}:register\n"
+        ).encode(),
+    }
+    rows = [f"{rel},{hex_to_record(sha256_bytes(data))},{len(data)}"
+            for rel, data in files.items()]
+    files[f"{dist_info}/RECORD"] = ("\n".join([*rows, f"{dist_info}/RECORD,,"]) + "\n").encode()
+    return files
+
+
+class PluginKind:
+    name = "plugin"
+    needs_distribution = True  # vllm: the plugin is only meaningful next to it
+    independent_files = False
+
+    def prepare(self, ctx: KindContext) -> None:
+        for rel in plugin_layout(ctx):
+            ctx.path(rel)
+
+    def inspect(self, ctx: KindContext) -> list[FilePlan]:
+        plans = []
+        for rel, data in plugin_layout(ctx).items():
+            path, current = ctx.read(rel)
+            if current is None:
+                state, detail = FileStatus.PRISTINE, f"{rel}: to be installed"
+            elif current == data:
+                state, detail = FileStatus.APPLIED, f"{rel}: installed"
+            else:
+                state, detail = FileStatus.CONFLICT, f"{rel}: exists with other content"
+            plans.append(FilePlan(rel, path, state, current, Content(data), Content(None),
+                                  detail, forceable=True, prune_to=ctx.root))
+        return plans
