@@ -139,6 +139,32 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--json", action="store_true", default=False)
     sandbox.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+    logs = sub.add_parser("logs", parents=[common],
+                          help="triage serve logs: known-benign, known faults, unknown")
+    logs.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    logs.add_argument("--with", dest="with_ids", action="append", default=[], metavar="ID",
+                      help="also require the markers of this optional artifact")
+
+    smoke = sub.add_parser("smoke", parents=[common],
+                           help="GET /v1/models, then one chat completion with top_p=0.9")
+    smoke.add_argument("--url", required=True, metavar="http://HOST:PORT")
+    smoke.add_argument("--model", metavar="ID", help="the model id clients will ask for")
+    smoke.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
+
+    launch = sub.add_parser("check-launch", parents=[common],
+                            help="check a vllm serve command line and/or a deploy config")
+    launch.add_argument("--config", type=Path, metavar="deploy.yaml")
+    launch.add_argument("--model-dir", type=Path, metavar="DIR",
+                        help="the model folder (default: the one the command names)")
+    launch.add_argument("serve", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+
+    stop = sub.add_parser("stop", parents=[common],
+                          help="stop a server: TERM its group, wait, KILL, then leftovers")
+    which = stop.add_mutually_exclusive_group()
+    which.add_argument("--pidfile", type=Path, metavar="FILE")
+    which.add_argument("--pid", type=int, metavar="N")
+    stop.add_argument("--grace", type=float, default=5.0, metavar="SECONDS")
+
     sub.add_parser("manifests", parents=[common], help="list the bundled manifests")
     return parser
 
@@ -183,6 +209,8 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
         from ascendpatch.commands import bundle
 
         return bundle.run(args.folder)
+    if command in ("smoke", "check-launch", "stop", "logs"):
+        return _deploy(args)
     if command == "sandbox":
         from ascendpatch.commands import sandbox
         from ascendpatch.pipadapter import Source
@@ -246,6 +274,28 @@ def _audit(ctx: Context, args: argparse.Namespace) -> CommandResult:
     from ascendpatch.commands import audit
 
     return audit.run(ctx, baseline=args.baseline, workers=args.workers)
+
+
+def _deploy(args: argparse.Namespace) -> CommandResult:
+    """Deployment self-checks: they need no target environment."""
+    command: str = args.command
+    if command == "smoke":
+        from ascendpatch.commands import smoke
+
+        return smoke.run(args.url, args.model, args.timeout)
+    if command == "check-launch":
+        from ascendpatch.commands import launch
+
+        serve = [a for a in args.serve if a != "--"] if args.serve else []
+        return launch.run(serve, args.model_dir, args.config)
+    if command == "stop":
+        from ascendpatch.commands import stop
+
+        return stop.run(args.pidfile, args.pid, args.grace)
+    from ascendpatch.commands import logs
+    from ascendpatch.manifest import loader
+
+    return logs.run(loader.load(args.manifest), args.files, tuple(args.with_ids))
 
 
 def _source(args: argparse.Namespace) -> object:

@@ -32,6 +32,11 @@ def _kind(text: str) -> str | None:
     return f"unknown kind {text!r} (known: {', '.join(sorted(KIND_NAMES))})"
 
 
+def _log_class(text: str) -> str | None:
+    return None if text in ("fault", "benign", "marker") else \
+        f"{text!r} is not a log rule class (fault, benign, marker)"
+
+
 _HASHES = s.Obj({"before": s.ListOf(s.Str(s.sha256_hex)), "after": s.ListOf(s.Str(s.sha256_hex))})
 _VARIANT_FIELDS: dict[str, s.Schema] = {
     "versions": s.Str(s.specifier),
@@ -75,6 +80,10 @@ MANIFEST = s.Obj(
         "target": s.Obj({"python": s.ListOf(s.Str()), "image": s.Str(),
                          "offline": s.Bool()}),
         "artifacts": s.ListOf(ARTIFACT),
+        "log_rules": s.ListOf(s.Obj({"id": s.Str(s.identifier), "class": s.Str(_log_class),
+                                     "pattern": s.Str(), "fix": s.Str(), "why": s.Str(),
+                                     "message": s.Str(), "per_rank": s.Bool()},
+                                    frozenset({"id", "class", "pattern"}))),
     },
     frozenset({"name"}),
 )
@@ -187,6 +196,7 @@ def _build(document: Mapping[str, Any], path: Path) -> Manifest:
         target=dict(document.get("target") or {}),
         accepted_conflicts=tuple(document.get("accepted_conflicts") or ()),
         extends=tuple(document.get("extends") or ()),
+        log_rules=tuple(document.get("log_rules") or ()),
     )
 
 
@@ -235,6 +245,7 @@ def _merge(parent: Manifest, child: Manifest) -> Manifest:
         target={**parent.target, **child.target},
         accepted_conflicts=parent.accepted_conflicts + child.accepted_conflicts,
         extends=child.extends,
+        log_rules=parent.log_rules + child.log_rules,
     )
 
 

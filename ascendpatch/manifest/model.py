@@ -89,6 +89,7 @@ class Manifest:
     target: dict[str, Any] = field(default_factory=dict)
     accepted_conflicts: tuple[dict[str, str], ...] = ()
     extends: tuple[str, ...] = ()
+    log_rules: tuple[dict[str, Any], ...] = ()  # extra `ascendpatch logs` rules
 
     def artifact(self, artifact_id: str) -> Artifact | None:
         for artifact in self.artifacts:

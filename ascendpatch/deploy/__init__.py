@@ -1,0 +1,1 @@
+"""Deployment self-checks: serve-log triage, endpoint smoke test, launch checks, safe stop."""
