@@ -165,6 +165,29 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--pid", type=int, metavar="N")
     stop.add_argument("--grace", type=float, default=5.0, metavar="SECONDS")
 
+    capture = sub.add_parser("capture", parents=[common, source],
+                             help="turn edits of an installed distribution into a patch")
+    capture.add_argument("dist", metavar="DIST")
+    capture.add_argument("--id", dest="artifact_id", metavar="ID")
+    capture.add_argument("--output", type=Path, metavar="FILE", help="the patch (default ID.patch)")
+    capture.add_argument("--manifest-out", type=Path, metavar="FILE",
+                         help="add or update the artifact in this manifest")
+
+    port = sub.add_parser("port", parents=[common, source],
+                          help="check (and --write) a diff artifact against another release")
+    port.add_argument("artifact_id", metavar="ID")
+    port.add_argument("--to", required=True, metavar="VERSION")
+    port.add_argument("--from", dest="start", metavar="VERSION",
+                      help="the variant to port (default: the one covering --to, else newest)")
+    port.add_argument("--write", action="store_true",
+                      help="write the patch and the manifest variant when every hunk applies")
+
+    check = sub.add_parser("catalog-check", parents=[common, source],
+                           help="matrix of diff artifacts x releases")
+    check.add_argument("versions", nargs="*", metavar="VERSION",
+                       help="default: every release with wheels on the index (or wheelhouse)")
+    check.add_argument("--markdown", type=Path, metavar="FILE")
+
     sub.add_parser("manifests", parents=[common], help="list the bundled manifests")
     return parser
 
@@ -211,6 +234,8 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
         return bundle.run(args.folder)
     if command in ("smoke", "check-launch", "stop", "logs"):
         return _deploy(args)
+    if command in ("port", "catalog-check"):
+        return _port(args)
     if command == "sandbox":
         from ascendpatch.commands import sandbox
         from ascendpatch.pipadapter import Source
@@ -229,6 +254,7 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
         "audit": lambda: _audit(ctx, args),
         "install": lambda: _install(ctx, args),
         "lock": lambda: _lock(ctx, args),
+        "capture": lambda: _capture(ctx, args),
     }
     return runners[command]()
 
@@ -296,6 +322,30 @@ def _deploy(args: argparse.Namespace) -> CommandResult:
     from ascendpatch.manifest import loader
 
     return logs.run(loader.load(args.manifest), args.files, tuple(args.with_ids))
+
+
+def _port(args: argparse.Namespace) -> CommandResult:
+    """Porting works on releases from the index or a wheelhouse: no target needed."""
+    from ascendpatch.commands import port
+    from ascendpatch.manifest import loader
+    from ascendpatch.pipadapter import Source
+
+    manifest = loader.load(args.manifest)
+    source = _source(args)
+    assert isinstance(source, Source)
+    if args.command == "port":
+        return port.run(manifest, args.artifact_id, args.to, source, start=args.start,
+                        write=args.write)
+    return port.catalog_check(manifest, args.versions, source, args.markdown)
+
+
+def _capture(ctx: Context, args: argparse.Namespace) -> CommandResult:
+    from ascendpatch.commands import capture
+    from ascendpatch.pipadapter import Source
+
+    source = _source(args)
+    assert isinstance(source, Source)
+    return capture.run(ctx, args.dist, args.artifact_id, args.output, args.manifest_out, source)
 
 
 def _source(args: argparse.Namespace) -> object:

@@ -190,7 +190,7 @@ def _build(document: Mapping[str, Any], path: Path) -> Manifest:
                     from_metadata=stack_doc.get("from_metadata")),
         protected=tuple(document.get("protected") or ()),
         no_deps=tuple(document.get("no_deps") or ()),
-        artifacts=tuple(_artifact(a, path.parent) for a in document.get("artifacts") or ()),
+        artifacts=tuple(_artifact(a, path) for a in document.get("artifacts") or ()),
         env=dict(document.get("env") or {}),
         launch=dict(document.get("launch") or {}),
         target=dict(document.get("target") or {}),
@@ -213,7 +213,7 @@ def _variant(doc: Mapping[str, Any]) -> Variant:
                    targets=tuple(doc.get("targets") or ()), sha256=hashes)
 
 
-def _artifact(doc: Mapping[str, Any], manifest_dir: Path) -> Artifact:
+def _artifact(doc: Mapping[str, Any], origin: Path) -> Artifact:
     variants = tuple(_variant(v) for v in doc["variants"]) if "variants" in doc else (
         _variant(doc),)
     not_needed = doc.get("not_needed")
@@ -223,7 +223,7 @@ def _artifact(doc: Mapping[str, Any], manifest_dir: Path) -> Artifact:
         enabled=doc.get("enabled", True),
         not_needed=(not_needed["versions"], not_needed["reason"]) if not_needed else None,
         description=doc.get("description", ""), options=dict(doc.get("options") or {}),
-        manifest_dir=manifest_dir,
+        manifest_dir=origin.parent, origin=origin,
     )
 
 

@@ -45,6 +45,7 @@ class Artifact:
     description: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     manifest_dir: Path = Path()
+    origin: Path | None = None  # the manifest file that declares it (port --write edits it)
 
     def variant_for(self, version: Version) -> Variant | None:
         for variant in self.variants:

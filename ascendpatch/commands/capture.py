@@ -1,0 +1,138 @@
+"""``ascendpatch capture DIST [--id ID] [--output FILE] [--manifest-out FILE]``.
+
+After a maintainer edits files of an installed distribution, produce a unified diff of every
+file whose content differs from the pristine one, and add (or update) its manifest entry.
+Pristine content comes from ascendpatch's own backups when it has them, else from the
+distribution's wheel (a --wheelhouse, the cache, or the index), each file checked against the
+installed RECORD before it is trusted. Files a catalog artifact already patched are diffed
+against that patched state, so a capture never swallows an existing patch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ascendpatch import diffwrite, releases
+from ascendpatch.commands.context import Context, reading
+from ascendpatch.diffpatch import analyze, apply_forward
+from ascendpatch.errors import InvalidInputError, RefusedError
+from ascendpatch.hashing import sha256_bytes
+from ascendpatch.kinds.base import KindContext
+from ascendpatch.kinds.diff import load_patch
+from ascendpatch.manifest import edit
+from ascendpatch.pipadapter import Source
+from ascendpatch.planner import context_for
+from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.store.state import Ledger, StateStore
+from ascendpatch.target import Distribution
+
+
+def _changed(dist: Distribution) -> list[str]:
+    """RECORD paths whose bytes differ from RECORD (or that are gone)."""
+    out = []
+    for rel, entry in dist.record.items():
+        if entry.hash is None:
+            continue
+        path = dist.location / rel
+        current = path.read_bytes() if path.is_file() else None
+        if current is None or sha256_bytes(current) != entry.sha256:
+            out.append(rel)
+    return out
+
+
+def _pristine(dist: Distribution, rel: str, store: StateStore, ledger: Ledger,
+              wheel: dict[str, bytes] | None) -> bytes | None:
+    expected = dist.record[rel].sha256
+    key = store.rel(dist.location / rel)
+    for files in ledger.values():
+        record = files.get(key)
+        backup = store.read_backup(record.backup) if record else None
+        if backup is not None and sha256_bytes(backup) == expected:
+            return backup
+    if wheel is not None and rel in wheel and sha256_bytes(wheel[rel]) == expected:
+        return wheel[rel]
+    return None
+
+
+def _base(ctx: Context, dist: Distribution, rel: str, pristine: bytes, ledger: Ledger,
+          notes: list[str]) -> bytes:
+    """The patched state where a catalog artifact owns this file, else the pristine one."""
+    key = ctx.store.rel(dist.location / rel)
+    base = pristine
+    for artifact_id, files in ledger.items():
+        record = files.get(key)
+        artifact = ctx.manifest.artifact(artifact_id)
+        if record is None or artifact is None or artifact.kind != "diff":
+            continue
+        kctx = context_for(artifact, ctx.target, ctx.env, required=False)
+        if not isinstance(kctx, KindContext) or kctx.source is None:
+            continue
+        for patch in load_patch(kctx.source):
+            if patch.path == rel:
+                patched = apply_forward(patch, base, analyze(patch, base))
+                if patched is not None and sha256_bytes(patched) == record.sha256_after:
+                    base = patched
+                    notes.append(f"{rel}: diffed against {artifact_id} (already applied)")
+    return base
+
+
+def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | None,
+        manifest_out: Path | None, source: Source) -> CommandResult:
+    dist = ctx.target.get(dist_name)
+    if dist is None:
+        raise InvalidInputError(f"{dist_name} is not installed in {ctx.target.describe()}")
+    aid = artifact_id or f"{dist.name}-local-{dist.version}".replace("+", "-")
+    output = output or Path(f"{aid}.patch")
+    notes: list[str] = []
+    with reading(ctx) as session:
+        ledger = session.store.load_ledger()
+        changed = _changed(dist)
+        if not changed:
+            return CommandResult("capture", (CheckResult(
+                "capture", "capture", Level.OK,
+                f"{dist.name} {dist.version}: every file matches its RECORD; nothing to "
+                "capture"),))
+        wheel = None
+        if any(_pristine(dist, rel, session.store, ledger, None) is None for rel in changed):
+            archive = releases.archive(dist.name, dist.version, source)
+            if archive.suffix != ".whl":
+                raise RefusedError(f"no wheel of {dist.name} {dist.version} to take the "
+                                   "pristine files from", fix="pass --wheelhouse DIR")
+            wheel = releases.wheel_files(archive)
+        items = []
+        for rel in changed:
+            pristine = _pristine(dist, rel, session.store, ledger, wheel)
+            if pristine is None:
+                raise RefusedError(f"{rel}: neither a backup nor the wheel holds the content "
+                                   "the installed RECORD describes; refusing to guess",
+                                   fix="pass --wheelhouse with the exact wheel installed")
+            base = _base(ctx, dist, rel, pristine, ledger, notes)
+            path = dist.location / rel
+            current = path.read_bytes() if path.is_file() else None
+            if current != base:
+                items.append((rel, base, current))
+    if not items:
+        return CommandResult("capture", (CheckResult(
+            "capture", "capture", Level.OK,
+            f"{dist.name} {dist.version}: only catalog patches differ; nothing new to capture"),))
+    header = (f"ascendpatch capture of {dist.name} {dist.version}\n"
+              f"Files: {', '.join(rel for rel, _o, _n in items)}")
+    output.write_text(diffwrite.patch_text(header, items))
+    lines = [CheckResult(f"file:{rel}", "capture", Level.OK,
+                         f"captured {rel} ({'deleted' if new is None else 'changed'})")
+             for rel, _old, new in items]
+    lines += [CheckResult("note", "capture", Level.OK, note) for note in notes]
+    lines.append(CheckResult("patch", "capture", Level.OK, f"wrote {output}"))
+    if manifest_out is not None:
+        entry = {"id": aid, "title": f"{aid} (captured from {dist.name} {dist.version})",
+                 "kind": "diff", "distribution": dist.name, "versions": f"=={dist.version}",
+                 "source": os.path.relpath(output.resolve(), manifest_out.resolve().parent),
+                 "targets": [rel for rel, _o, _n in items],
+                 "sha256": {rel: {"before": [sha256_bytes(old or b"")],
+                                  "after": [sha256_bytes(new or b"")]}
+                            for rel, old, new in items}}
+        verb = edit.put_artifact(manifest_out, entry, f"captured-{dist.name}")
+        lines.append(CheckResult("manifest", "capture", Level.OK,
+                                 f"{verb} artifact {aid} in {manifest_out}"))
+    return CommandResult("capture", tuple(lines))

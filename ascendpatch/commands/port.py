@@ -1,0 +1,173 @@
+"""``ascendpatch port ID --to VERSION [--from VERSION] [--write]`` and ``catalog-check``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from ascendpatch import diffwrite, porting, releases
+from ascendpatch.diffpatch import analyze, apply_forward
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.hashing import sha256_bytes
+from ascendpatch.kinds.diff import load_patch
+from ascendpatch.manifest import edit
+from ascendpatch.manifest.loader import resolve_source
+from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
+from ascendpatch.pipadapter import Source
+from ascendpatch.results import CheckResult, CommandResult, Level
+
+_LEVEL = {porting.EXACT: Level.OK, porting.OFFSET: Level.WARN, porting.OBSOLETE: Level.WARN,
+          porting.CONFLICT: Level.FAIL, porting.GONE: Level.FAIL}
+
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise InvalidInputError(f"{text!r} is not a PEP 440 version") from None
+
+
+def _artifact(manifest: Manifest, artifact_id: str) -> Artifact:
+    artifact = manifest.artifact(artifact_id)
+    if artifact is None:
+        raise InvalidInputError(f"no artifact {artifact_id!r} in manifest {manifest.name}")
+    if artifact.kind != "diff" or not artifact.distribution:
+        raise InvalidInputError(f"artifact {artifact_id} is of kind {artifact.kind}; only diff "
+                                "artifacts can be ported")
+    return artifact
+
+
+def choose_variant(artifact: Artifact, to: Version, start: str | None) -> Variant:
+    if start is not None:
+        found = artifact.variant_for(_version(start))
+        if found is None:
+            raise InvalidInputError(f"no variant of {artifact.id} covers --from {start}")
+        return found
+    return artifact.variant_for(to) or artifact.variants[-1]
+
+
+def verdicts(artifact: Artifact, variant: Variant, version: str, source: Source,
+             env: dict[str, str]) -> tuple[list[porting.HunkVerdict], dict[str, bytes | None]]:
+    assert variant.source is not None and artifact.distribution is not None
+    patches = load_patch(resolve_source(artifact, variant.source, env))
+    archive = releases.archive(artifact.distribution, version, source)
+    files = {p.path: releases.read_member(archive, p.path) for p in patches}
+    return porting.port(patches, files), files
+
+
+def run(manifest: Manifest, artifact_id: str, to: str, source: Source, *,
+        start: str | None = None, write: bool = False) -> CommandResult:
+    artifact = _artifact(manifest, artifact_id)
+    version = _version(to)
+    if artifact.not_needed and version_in(artifact.not_needed[0], version):
+        return CommandResult("port", (CheckResult(
+            f"port:{artifact.id}", "port", Level.SKIP,
+            f"{artifact.title}: not needed for {artifact.distribution} {to} "
+            f"({artifact.not_needed[1]})"),))
+    variant = choose_variant(artifact, version, start)
+    found, files = verdicts(artifact, variant, to, source, dict(os.environ))
+    lines = [CheckResult(f"hunk:{v.path}:{v.index}", "port", _LEVEL[v.verdict], v.describe())
+             for v in found]
+    word = porting.summary(found)
+    lines.append(CheckResult(f"port:{artifact.id}", "port", _LEVEL[word],
+                             f"{artifact.title} from variant {variant.versions} to "
+                             f"{artifact.distribution} {to}: {_meaning(word)}"))
+    if write:
+        lines.append(_write(manifest, artifact, variant, to, word, files))
+    return CommandResult("port", tuple(lines))
+
+
+def _meaning(word: str) -> str:
+    return {porting.EXACT: "applies exactly", porting.OFFSET: "applies at an offset",
+            porting.OBSOLETE: "already fixed upstream: retire the patch for this release",
+            porting.CONFLICT: "conflicts: port it by hand (see the nearest code above)"}[word]
+
+
+def _before(variant: Variant, path: str) -> tuple[str, ...]:
+    hashes = variant.sha256.get(path)
+    return hashes.before if hashes else ()
+
+
+def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, word: str,
+           files: dict[str, bytes | None]) -> CheckResult:
+    if word not in (porting.EXACT, porting.OFFSET):
+        return CheckResult("write", "port", Level.WARN if word == porting.OBSOLETE
+                           else Level.FAIL, f"nothing written: the patch {_meaning(word)}")
+    if artifact.origin is None:
+        raise InvalidInputError(f"artifact {artifact.id} has no manifest file to update")
+    assert variant.source is not None
+    source_path = resolve_source(artifact, variant.source, dict(os.environ))
+    patches = load_patch(source_path)
+    same = all(sha256_bytes(files[p.path] or b"") in _before(variant, p.path) for p in patches)
+    new_variant: dict[str, object] = {"versions": f"=={to}"}
+    if same:  # identical upstream content: the same patch serves, the specifier widens
+        new_variant.update(source=variant.source, targets=list(variant.targets),
+                           sha256={k: {"before": list(h.before), "after": list(h.after)}
+                                   for k, h in variant.sha256.items()})
+    else:  # new content: a patch of its own, made for exactly that content
+        items = []
+        for p in patches:
+            old = files[p.path]
+            items.append((p.path, old, apply_forward(p, old, analyze(p, old))))
+        header = (f"ascendpatch: {artifact.title} for {artifact.distribution} {to}\n"
+                  f"Ported by 'ascendpatch port {artifact.id} --to {to}' from variant "
+                  f"{variant.versions}.")
+        out = source_path.with_name(f"{to}.patch")
+        out.write_text(diffwrite.patch_text(header, items))
+        rel = os.path.relpath(out, artifact.origin.parent)
+        new_variant.update(source=rel, targets=[p for p, _o, _n in items],
+                           sha256={p: {"before": [sha256_bytes(o or b"")],
+                                       "after": [sha256_bytes(n or b"")]} for p, o, n in items})
+    edit.add_variant(artifact.origin, artifact.id, new_variant)
+    return CheckResult("write", "port", Level.OK,
+                       f"added variant =={to} to {artifact.id} in {artifact.origin}"
+                       + ("" if same else f" (new patch {new_variant['source']})"))
+
+
+def catalog_check(manifest: Manifest, versions: list[str], source: Source,
+                  markdown: Path | None = None) -> CommandResult:
+    artifacts = [a for a in manifest.artifacts if a.kind == "diff" and a.distribution]
+    if not artifacts:
+        raise InvalidInputError(f"manifest {manifest.name} has no diff artifact to check")
+    env = dict(os.environ)
+    rows: list[CheckResult] = []
+    matrix: dict[str, dict[str, str]] = {}
+    for artifact in artifacts:
+        assert artifact.distribution is not None
+        wanted = versions or releases.versions_with_wheels(artifact.distribution, source)
+        for version in sorted(wanted, key=Version):
+            cell, level = _cell(artifact, version, source, env)
+            matrix.setdefault(artifact.id, {})[version] = cell
+            rows.append(CheckResult(f"{artifact.id}@{version}", "catalog", level,
+                                    f"{artifact.id} x {artifact.distribution} {version}: {cell}",
+                                    data={"artifact": artifact.id, "version": version,
+                                          "verdict": cell}))
+    table = markdown_table(matrix)
+    if markdown is not None:
+        markdown.write_text(table)
+    return CommandResult("catalog-check", tuple(rows), summary=table.rstrip("\n"),
+                         extra={"matrix": matrix})
+
+
+def _cell(artifact: Artifact, version: str, source: Source, env: dict[str, str]) \
+        -> tuple[str, Level]:
+    parsed = Version(version)
+    if artifact.not_needed and version_in(artifact.not_needed[0], parsed):
+        return "not needed", Level.OK
+    covering = artifact.variant_for(parsed)
+    found, _files = verdicts(artifact, covering or artifact.variants[-1], version, source, env)
+    word = porting.summary(found)
+    if covering is None:  # a release no variant claims: information, not a broken catalog
+        return f"{word} (no variant)", Level.WARN
+    return word, _LEVEL[word]
+
+
+def markdown_table(matrix: dict[str, dict[str, str]]) -> str:
+    versions = sorted({v for row in matrix.values() for v in row}, key=Version)
+    lines = ["| artifact | " + " | ".join(versions) + " |",
+             "|---|" + "---|" * len(versions)]
+    for artifact_id, row in matrix.items():
+        lines.append(f"| {artifact_id} | " + " | ".join(row.get(v, "") for v in versions) + " |")
+    return "\n".join(lines) + "\n"

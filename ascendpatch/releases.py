@@ -1,0 +1,158 @@
+"""Files of a released distribution, without installing it: from a wheelhouse, the cache, a
+wheel that `pip download --no-deps` fetches, or the sdist taken from the index's PEP 691 JSON
+API (vllm-ascend sdists cannot have their metadata built without CANN, so pip cannot download
+them). Honours $PIP_INDEX_URL; --offline never leaves the wheelhouse."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from ascendpatch import pipadapter
+from ascendpatch.commands.lock import cache_root
+from ascendpatch.errors import AscendpatchError
+from ascendpatch.pipadapter import Source
+
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
+
+
+class ReleaseError(AscendpatchError):
+    """A release's files could not be had."""
+
+
+def index_url() -> str:
+    return os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+
+
+def _archives(folder: Path, name: str, version: str) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.iterdir():
+        try:
+            if path.suffix == ".whl":
+                dist, ver, *_ = parse_wheel_filename(path.name)
+            elif path.name.endswith(".tar.gz"):
+                dist, ver = parse_sdist_filename(path.name)
+            else:
+                continue
+        except ValueError:
+            continue
+        if canonicalize_name(dist) == canonicalize_name(name) and ver == Version(version):
+            found.append(path)
+    return sorted(found, key=lambda p: (p.suffix != ".whl", p.name))
+
+
+def listing(name: str) -> list[dict[str, object]]:
+    request = urllib.request.Request(f"{index_url()}/{canonicalize_name(name)}/",
+                                     headers={"Accept": SIMPLE_JSON})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            doc = json.load(resp)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ReleaseError(f"cannot list {name} on {index_url()}: {exc}",
+                           fix="use --wheelhouse DIR (and --offline)") from None
+    files = doc.get("files", [])
+    assert isinstance(files, list)
+    return files
+
+
+def versions_with_wheels(name: str, source: Source) -> list[str]:
+    if source.offline or (source.wheelhouse is not None and source.offline):
+        assert source.wheelhouse is not None
+        names = [p.name for p in source.wheelhouse.glob("*.whl")]
+    else:
+        names = [str(f["filename"]) for f in listing(name)]
+    found = set()
+    for filename in names:
+        if not filename.endswith(".whl"):
+            continue
+        try:
+            dist, ver, *_ = parse_wheel_filename(filename)
+        except (ValueError, InvalidVersion):
+            continue
+        if canonicalize_name(dist) == canonicalize_name(name):
+            found.add(ver)
+    return [str(v) for v in sorted(found)]
+
+
+def _download_sdist(name: str, version: str, folder: Path) -> Path | None:
+    for entry in listing(name):
+        filename = str(entry["filename"])
+        if not filename.endswith(".tar.gz"):
+            continue
+        try:
+            dist, ver = parse_sdist_filename(filename)
+        except (ValueError, InvalidVersion):
+            continue
+        if canonicalize_name(dist) != canonicalize_name(name) or ver != Version(version):
+            continue
+        url = urllib.parse.urljoin(f"{index_url()}/{canonicalize_name(name)}/",
+                                   str(entry["url"]))
+        with urllib.request.urlopen(url, timeout=600) as resp:
+            data = resp.read()
+        hashes = entry.get("hashes")
+        expected = hashes.get("sha256") if isinstance(hashes, dict) else None
+        if expected and hashlib.sha256(data).hexdigest() != expected:
+            raise ReleaseError(f"{filename}: sha256 differs from the index's")
+        path = folder / filename
+        path.write_bytes(data)
+        return path
+    return None
+
+
+def archive(name: str, version: str, source: Source) -> Path:
+    """A wheel (preferred) or sdist of ``name==version``."""
+    cache = cache_root() / "releases"
+    for folder in [source.wheelhouse, cache]:
+        if folder is not None and (found := _archives(folder, name, version)):
+            return found[0]
+    if source.offline:
+        raise ReleaseError(f"{name} {version} is not in the wheelhouse {source.wheelhouse}",
+                           fix="add its wheel or sdist there, or drop --offline")
+    cache.mkdir(parents=True, exist_ok=True)
+    proc = pipadapter.run_pip(["download", "--no-deps", "--only-binary", ":all:", "--quiet",
+                               "-d", str(cache), f"{name}=={version}"])
+    if proc.returncode == 0 and (found := _archives(cache, name, version)):
+        return found[0]
+    sdist = _download_sdist(name, version, cache)
+    if sdist is None:
+        raise ReleaseError(f"no wheel or sdist of {name} {version} on {index_url()}")
+    return sdist
+
+
+def read_member(path: Path, member: str) -> bytes | None:
+    """A file of the release, by its path inside the installed package (None if absent)."""
+    if path.suffix == ".whl":
+        with zipfile.ZipFile(path) as zf:
+            try:
+                return zf.read(member)
+            except KeyError:
+                return None
+    with tarfile.open(path) as tf:
+        root = tf.getnames()[0].split("/")[0]
+        try:
+            handle = tf.extractfile(f"{root}/{member}")
+        except KeyError:
+            return None
+        return handle.read() if handle else None
+
+
+def wheel_files(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as zf:
+        return {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+
+
+def read_bytes(data: bytes) -> io.BytesIO:
+    return io.BytesIO(data)
