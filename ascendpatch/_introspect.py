@@ -89,15 +89,7 @@ def _markers() -> Dict[str, str]:
     }
 
 
-def _drop_cwd() -> None:
-    """``python -c`` puts the caller's working directory first on sys.path: the target's view
-    (and its imports) must not depend on where the user happens to stand."""
-    if sys.path and sys.path[0] in ("", os.getcwd()):
-        del sys.path[0]
-
-
 def main() -> None:
-    _drop_cwd()
     info = {
         "format": 1,
         "executable": sys.executable,

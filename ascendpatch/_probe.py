@@ -3,7 +3,6 @@
 # vllm-ascend itself does (import vllm_ascend.vllm_ascend_C), then hasattr() each operator.
 # argv[1]: JSON list of operator names ("torch_npu.X" or "_C_ascend.X"). Prints one JSON doc.
 import json
-import os
 import sys
 import traceback
 from typing import Any, Dict
@@ -13,15 +12,7 @@ def _error(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, exc)
 
 
-def _drop_cwd() -> None:
-    """``python -c`` puts the caller's working directory first on sys.path: the target's view
-    (and its imports) must not depend on where the user happens to stand."""
-    if sys.path and sys.path[0] in ("", os.getcwd()):
-        del sys.path[0]
-
-
 def main() -> None:
-    _drop_cwd()
     wanted = json.loads(sys.argv[1])
     out: Dict[str, Any] = {"imports": {}, "ops": {}}
     try:

@@ -8,19 +8,17 @@ directly with ``importlib.metadata`` and needs no interpreter at all.
 from __future__ import annotations
 
 import csv
-import json
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
-from importlib.resources import files
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ascendpatch import inscript
 from ascendpatch.errors import TargetError
 from ascendpatch.hashing import record_to_hex
 
@@ -112,33 +110,24 @@ def _index(dists: Iterable[Distribution]) -> dict[str, Distribution]:
 
 
 def introspection_script() -> str:
-    return files("ascendpatch").joinpath("_introspect.py").read_text(encoding="utf-8")
+    return inscript.bundled("_introspect.py")
 
 
 def from_python(python: Path) -> Target:
     """Inspect a target interpreter with one subprocess; never imports the NPU stack."""
-    try:
-        proc = subprocess.run([str(python), "-c", introspection_script()], capture_output=True,
-                              text=True, timeout=INTROSPECT_TIMEOUT, check=False,
-                              stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
+    if not python.exists():
         raise TargetError(f"target interpreter {python} does not exist",
-                          fix="pass --python with the path of the image's python") from None
-    except (PermissionError, OSError) as exc:
-        raise TargetError(f"cannot run target interpreter {python}: {exc}") from None
-    except subprocess.TimeoutExpired:
-        raise TargetError(f"target interpreter {python} did not answer within "
-                          f"{INTROSPECT_TIMEOUT:.0f}s") from None
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TargetError(f"target interpreter {python} failed to report its environment: {tail}",
-                          fix="it must be Python 3.8 or newer")
-    return _target_from_report(python, proc.stdout)
-
-
-def _target_from_report(python: Path, stdout: str) -> Target:
+                          fix="pass --python with the path of the image's python")
     try:
-        info = json.loads(stdout)
+        info = inscript.run_json(python, introspection_script(), timeout=INTROSPECT_TIMEOUT)
+    except inscript.ScriptError as exc:
+        raise TargetError(f"target interpreter {python} failed to report its environment: "
+                          f"{exc}", fix="it must be Python 3.8 or newer") from None
+    return _target_from_report(python, info)
+
+
+def _target_from_report(python: Path, info: dict[str, Any]) -> Target:
+    try:
         sites = tuple(Path(p) for p in info["site_packages"])
         dists = [_distribution(d["name"], d["version"], d["path"]) for d in info["distributions"]]
     except (ValueError, KeyError, TypeError) as exc:

@@ -3,19 +3,16 @@ architecture in ``ModelRegistry.get_supported_archs()``? One subprocess of the t
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ascendpatch import inscript
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level
 
 REGISTRY_PROBE = """
 import json, os, sys
 os.environ["VLLM_PLUGINS"] = sys.argv[1]
-if sys.path and sys.path[0] in ("", os.getcwd()):
-    del sys.path[0]
 try:
     from vllm.plugins import load_general_plugins
     load_general_plugins()
@@ -35,13 +32,10 @@ def check(python: Path, artifacts: Sequence[Artifact], npu_stack: bool,
     # load only the adapters (field notes / vllm plugins docs: VLLM_PLUGINS filters by name).
     names = [a.id for a in plugins] + (["ascend"] if npu_stack else [])
     try:
-        proc = subprocess.run([str(python), "-c", REGISTRY_PROBE, ",".join(names)],
-                              capture_output=True, text=True, timeout=timeout, check=False,
-                              env=dict(env), stdin=subprocess.DEVNULL)
-        doc = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        doc = inscript.run_json(python, REGISTRY_PROBE, [",".join(names)], timeout, env)
+    except inscript.ScriptError as exc:
         return [CheckResult("plugins", "plugin", Level.FAIL,
-                            "the vLLM plugin registry probe did not answer")]
+                            f"the vLLM plugin registry probe failed: {exc}")]
     if "error" in doc:
         return [CheckResult("plugins", "plugin", Level.FAIL,
                             f"loading vLLM's general plugins failed: {doc['error']}")]

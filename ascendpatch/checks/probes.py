@@ -9,14 +9,13 @@ match is named.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ascendpatch import inscript
 from ascendpatch.checks.cann import ATB_SETENV, TOOLKIT_SETENV
 from ascendpatch.manifest.model import version_in
 from ascendpatch.results import CheckResult, Level
@@ -54,19 +53,11 @@ def operators_for(target: Target) -> list[Operator]:
 
 
 def run_probe(python: Path, names: list[str], timeout: float = PROBE_TIMEOUT) -> dict[str, Any]:
-    script = files("ascendpatch").joinpath("_probe.py").read_text(encoding="utf-8")
     try:
-        proc = subprocess.run([str(python), "-c", script, json.dumps(names)], capture_output=True,
-                              text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return {"error": f"the probe did not finish within {timeout:.0f}s"}
-    try:
-        doc = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"the probe crashed (exit {proc.returncode}): {tail}"}
-    assert isinstance(doc, dict)
-    return doc
+        return inscript.run_json(python, inscript.bundled("_probe.py"), [json.dumps(names)],
+                                 timeout)
+    except inscript.ScriptError as exc:
+        return {"error": f"the probe failed: {exc}"}
 
 
 def explain_import_error(error: str, target: Target) -> str:

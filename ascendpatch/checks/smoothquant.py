@@ -9,19 +9,16 @@ scales in the target (torch .pt, or safetensors read directly) and counts the ve
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from ascendpatch import inscript
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level
 
 SCALES_PROBE = r"""
-import json, os, struct, sys
-if sys.path and sys.path[0] in ("", os.getcwd()):
-    del sys.path[0]
+import json, struct, sys
 path = sys.argv[1]
 try:
     if path.endswith(".safetensors"):
@@ -49,12 +46,9 @@ UNKNOWN_ENV = "Unknown vLLM environment variable detected: {name}"
 
 def count_vectors(python: Path, scales: str, env: Mapping[str, str]) -> tuple[int | None, str]:
     try:
-        proc = subprocess.run([str(python), "-c", SCALES_PROBE, scales], capture_output=True,
-                              text=True, timeout=300, check=False, env=dict(env),
-                              stdin=subprocess.DEVNULL)
-        doc = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (subprocess.TimeoutExpired, ValueError, IndexError):
-        return None, "the scale-loading probe did not answer"
+        doc = inscript.run_json(python, SCALES_PROBE, [scales], 300, env)
+    except inscript.ScriptError as exc:
+        return None, f"the scale-loading probe failed: {exc}"
     if "error" in doc:
         return None, str(doc["error"])
     return int(doc["count"]), ""

@@ -1,0 +1,53 @@
+"""The one seam for running code inside the *target* interpreter.
+
+Every script (introspection, operator probes, the plugin registry check, scale counting) is
+stdlib-only Python 3.8+ and prints one JSON document as its last line. This module runs it with
+``python -c``, after a preamble that removes the caller's working directory from sys.path (the
+target's view, and its imports, must not depend on where the user stands: a checkout's
+.egg-info or a folder named torch_npu would otherwise leak in).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+PREAMBLE = (
+    "import os as _ap_os, sys as _ap_sys\n"
+    "if _ap_sys.path and _ap_sys.path[0] in ('', _ap_os.getcwd()):\n"
+    "    del _ap_sys.path[0]\n"
+)
+
+
+class ScriptError(Exception):
+    """The script could not run or printed no JSON; ``str()`` says why in one line."""
+
+
+def bundled(name: str) -> str:
+    return files("ascendpatch").joinpath(name).read_text(encoding="utf-8")
+
+
+def run_json(python: Path, script: str, args: Sequence[str] = (), timeout: float = 120.0,
+             env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    try:
+        proc = subprocess.run([str(python), "-c", PREAMBLE + script, *args], capture_output=True,
+                              text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
+                              env=dict(env) if env is not None else None)
+    except FileNotFoundError:
+        raise ScriptError(f"{python} does not exist") from None
+    except OSError as exc:
+        raise ScriptError(f"cannot run {python}: {exc}") from None
+    except subprocess.TimeoutExpired:
+        raise ScriptError(f"{python} did not answer within {timeout:.0f}s") from None
+    try:
+        doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise ScriptError(tail) from None
+    if not isinstance(doc, dict):
+        raise ScriptError("the script printed no JSON object")
+    return doc
