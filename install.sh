@@ -39,7 +39,10 @@ Environment:
   MODEL_DIR                the model's deploy package, for manifests whose sources use it
   ASCENDPATCH_PYTHON       target interpreter when --python is not given
   ASCENDPATCH_PREFIX       default for --prefix
-  ASCENDPATCH_TOOL_PYTHON  the Python (>= 3.10) that runs ascendpatch itself (default: python3)
+  ASCENDPATCH_TOOL_PYTHON  the Python (>= 3.10) that runs ascendpatch itself (default: the first
+                           of python3, the target's interpreter, /usr/local/python3*/bin/python3
+                           that is >= 3.10 and can create a venv: the vllm-omni image's system
+                           python3 is a 3.10 without pip)
 
 Exit codes: 0 installed and verified; otherwise the failing step's code (1 problems found or
 refused, 2 invalid input, 3 unexpected error).
@@ -50,7 +53,7 @@ fail() { echo "[FAIL] install.sh: $*" >&2; exit "${code:-1}"; }
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 prefix="${ASCENDPATCH_PREFIX:-$HOME/.local/share/ascendpatch}"
-tool_python="${ASCENDPATCH_TOOL_PYTHON:-python3}"
+tool_python="${ASCENDPATCH_TOOL_PYTHON:-}"
 target_python="${ASCENDPATCH_PYTHON:-}"
 manifest="default"
 wheelhouse=""
@@ -97,8 +100,27 @@ run_step() {
     fi
 }
 
+# pick_tool_python: the first Python >= 3.10 that can create a venv with pip in it.
+pick_tool_python() {
+    local candidate
+    for candidate in ${ASCENDPATCH_TOOL_PYTHON:+"$ASCENDPATCH_TOOL_PYTHON"} python3 \
+            ${target_python:+"$target_python"} /usr/local/python3*/bin/python3; do
+        command -v "$candidate" >/dev/null 2>&1 || continue
+        if "$candidate" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 10)' \
+                >/dev/null 2>&1; then
+            tool_python="$candidate"
+            return 0
+        fi
+    done
+    echo "[FAIL] no Python >= 3.10 with venv and ensurepip found; set ASCENDPATCH_TOOL_PYTHON" >&2
+    return 1
+}
+
 install_tool() {
-    [ -x "$prefix/venv/bin/python" ] || "$tool_python" -m venv "$prefix/venv" || return 1
+    if [ ! -x "$prefix/venv/bin/python" ]; then
+        [ -n "$tool_python" ] || pick_tool_python || return 1
+        "$tool_python" -m venv "$prefix/venv" || return 1
+    fi
     local pip=("$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check)
     if [ -n "$wheelhouse" ]; then
         "${pip[@]}" --no-index --find-links "$wheelhouse" ascendpatch || return 1

@@ -106,3 +106,21 @@ def test_bundle_then_air_gapped_bootstrap(env: dict[str, str], tmp_path: Path) -
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("=== Installation complete ===")
     assert _Recorder.requests == [], "an air-gapped bootstrap must not contact any index"
+
+
+def test_a_system_python3_without_venv_falls_back_to_the_target(env: dict[str, str],
+                                                                  tmp_path: Path) -> None:
+    """The vllm-omni image's python3 is a 3.10 without pip: the tool venv must still come."""
+    sandbox = tmp_path / "sandbox"
+    assert _run("--sandbox", sandbox, env=env).returncode == 0
+    fake_bin = tmp_path / "fakebin"
+    fake_bin.mkdir()
+    fake = fake_bin / "python3"
+    fake.write_text("#!/bin/sh\necho 'No module named ensurepip' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    tool = tmp_path / "other-tool"
+    result = _run("--python", sandbox / "bin/python", env={
+        **env, "PATH": f"{fake_bin}:{env['PATH']}", "ASCENDPATCH_PREFIX": str(tool)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    home = (tool / "venv" / "pyvenv.cfg").read_text()
+    assert "home" in home and str(fake_bin) not in home
