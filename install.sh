@@ -85,7 +85,7 @@ fi
 source_args=()
 [ -n "$wheelhouse" ] && source_args=(--offline --wheelhouse "$wheelhouse")
 with_args=()
-[ "${SMOOTH:-0}" = "1" ] && with_args=(--with smoothquant-w8a8)
+[ "${SMOOTH:-0}" = "1" ] && with_args=(--with smoothquant)
 
 # run_step NAME COMMAND...: run one step; on failure stop with its exit code, naming it.
 run_step() {

@@ -41,7 +41,7 @@ def test_field_note_stacks() -> None:
     assert pins["torch-npu"].specifier == "==2.11.0rc4" and muse.stack.cann == "9.0.0"
     assert muse.launch["quantization"] == "ascend"
     assert muse.launch["mm_processor_kwargs"] == {"max_image_tokens": 1024}
-    smooth = muse.artifact("smoothquant-w8a8")
+    smooth = muse.artifact("smoothquant")
     assert smooth is not None and smooth.enabled is False
     assert all("${MODEL_DIR}" in (v.source or "") for v in smooth.variants)
     omni = loader.load("vllm-omni-910c")

@@ -86,9 +86,9 @@ def test_smoothquant_marker_once_per_tp_rank_when_enabled(tmp_path: Path) -> Non
     both = _log(tmp_path, [head, marker.format(r=0), marker.format(r=1), STARTED], "both.log")
     args = ("--manifest", "muse-glimmer-w8a8", "logs")
     assert run_cli(*args, one).code == 0  # SmoothQuant not enabled: not required
-    bad = run_cli(*args, "--with", "smoothquant-w8a8", one)
+    bad = run_cli(*args, "--with", "smoothquant", one)
     assert bad.code == 1 and "missing marker on 2 TP rank(s)" in bad.out
-    assert run_cli(*args, "--with", "smoothquant-w8a8", both).code == 0
+    assert run_cli(*args, "--with", "smoothquant", both).code == 0
 
 
 def test_manifest_extends_the_knowledge_base(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def world(tmp_path: Path) -> dict[str, Path]:
          "distribution": "vllm", "versions": ">=0.22",
          "source": "${MODEL_DIR}/patches/muse_glimmer.py",
          "options": {"architectures": ["MuseGlimmerForConditionalGeneration"]}},
-        {"id": "smoothquant-w8a8", "title": "SmoothQuant W8A8 drop-in", "kind": "dropin",
+        {"id": "smoothquant", "title": "SmoothQuant W8A8 drop-in", "kind": "dropin",
          "enabled": False, "distribution": "vllm-ascend", "versions": ">=0.22.1rc1",
          "source": "${MODEL_DIR}/patches/vllm_ascend/w8a8_dynamic.py.smooth",
          "targets": ["vllm_ascend/quantization/methods/w8a8_dynamic.py"],
@@ -195,7 +195,7 @@ def test_smoothquant_both_halves_or_neither(quant: dict[str, Path], monkeypatch:
                                             pytest.MonkeyPatch, dropin: bool, scales: bool,
                                             level: str, fragment: str) -> None:
     if dropin:
-        assert cli(quant, "apply", "--with", "smoothquant-w8a8").code == 0
+        assert cli(quant, "apply", "--with", "smoothquant").code == 0
     if scales:
         monkeypatch.setenv("VLLM_ASCEND_SMOOTH_SCALES", str(quant["scales"]))
     out = cli(quant, "verify", "--no-probes").out
@@ -208,7 +208,7 @@ def test_smoothquant_both_halves_or_neither(quant: dict[str, Path], monkeypatch:
 
 def test_serve_log_needs_the_line_on_every_tp_rank(quant: dict[str, Path], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    assert cli(quant, "apply", "--with", "smoothquant-w8a8").code == 0
+    assert cli(quant, "apply", "--with", "smoothquant").code == 0
     monkeypatch.setenv("VLLM_ASCEND_SMOOTH_SCALES", str(quant["scales"]))
     line = "(Worker_TP{r} pid=4242) INFO [smooth-w8a8] loaded 364 smooth scale vectors\n"
     one = tmp_path / "tp2-one.log"
@@ -231,7 +231,7 @@ def test_torch_pt_scales_are_counted_in_the_target(quant: dict[str, Path], tmp_p
     torch.save({f"layer{i}": torch.ones(16) for i in range(5)}, scales)
     # make this test runner's CPU torch importable in the target venv (a .pth line)
     (quant["site"] / "runner-torch.pth").write_text(str(Path(str(torch.__file__)).parent.parent))
-    assert cli(quant, "apply", "--with", "smoothquant-w8a8").code == 0
+    assert cli(quant, "apply", "--with", "smoothquant").code == 0
     monkeypatch.setenv("VLLM_ASCEND_SMOOTH_SCALES", str(scales))
     out = cli(quant, "verify", "--no-probes").out
     assert "SmoothQuant: drop-in installed and 5 smooth scale vectors" in out, out

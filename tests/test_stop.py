@@ -115,3 +115,22 @@ def test_refuses_to_stop_itself() -> None:
 
     result = run_process("stop", "--pid", str(os.getpid()))
     assert result.code == 1 and "refusing to stop it" in result.out
+
+
+def test_npu_smi_table_is_shown_afterwards(tmp_path: Path) -> None:
+    """Where npu-smi exists its process table follows (STAND-IN npu-smi printing the real
+    table layout recorded in vllm-ascend #12980: no NPU here)."""
+    fake = tmp_path / "bin" / "npu-smi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\ncat <<'TABLE'\n"
+                    "| NPU     Chip | Process id | Process name | Process memory(MB) |\n"
+                    "| No running processes found in NPU 0 |\n"
+                    "TABLE\n")
+    fake.chmod(0o755)
+    import os
+
+    result = run_process("stop", "--pid", "999999", "--grace", "0",
+                         env={"PATH": f"{fake.parent}:{os.environ['PATH']}"})
+    assert result.code == 0, result.out
+    assert "npu-smi info afterwards:" in result.out
+    assert "No running processes found in NPU 0" in result.out
