@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
+
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.engine import apply_plan
 from ascendpatch.planner import evaluate, prepare, select
@@ -20,3 +23,7 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = Fa
     command = "apply --dry-run" if dry_run else "apply"
     code = pending_exit_code(results) if dry_run else None
     return CommandResult(command, tuple(results), tuple(session.notes), exit_code_override=code)
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), args.ids, dry_run=args.dry_run, force=args.force)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch import snapshot
 from ascendpatch.audit import AuditReport, audit
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.kinds.base import KindContext
 from ascendpatch.planner import context_for
@@ -63,3 +65,7 @@ def run(ctx: Context, *, baseline: Path | None = None, workers: int | None = Non
     return CommandResult("audit", tuple(results), summary=summary,
                          extra={"files_checked": report.files_checked,
                                 "files_hashed": report.files_hashed})
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), baseline=args.baseline, workers=args.workers)

@@ -6,6 +6,7 @@ It holds ascendpatch itself (built from this checkout), its dependencies and pip
 
 from __future__ import annotations
 
+from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch import data, pipadapter
@@ -39,3 +40,7 @@ def run(folder: Path, python_version: str | None = None) -> CommandResult:
     wheels = sorted(p.name for p in folder.glob("*.whl"))
     text = f"wheelhouse {folder}: {len(wheels)} wheels (ascendpatch, its dependencies, pip-tools)"
     return CommandResult("bundle", (CheckResult("bundle", "bundle", Level.OK, text),))
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(args.folder)

@@ -11,9 +11,11 @@ against that patched state, so a capture never swallows an existing patch.
 from __future__ import annotations
 
 import os
+from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch import diffwrite, releases
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.diffpatch import analyze, apply_forward
 from ascendpatch.errors import InvalidInputError, RefusedError
@@ -136,3 +138,8 @@ def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | No
         lines.append(CheckResult("manifest", "capture", Level.OK,
                                  f"{verb} artifact {aid} in {manifest_out}"))
     return CommandResult("capture", tuple(lines))
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), args.dist, args.artifact_id, args.output,
+               args.manifest_out, context.source_from_args(args))

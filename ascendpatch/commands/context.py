@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import os
+from argparse import Namespace
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ascendpatch.manifest.model import Manifest
 from ascendpatch.store.state import StateStore
 from ascendpatch.target import Target
+
+if TYPE_CHECKING:
+    from ascendpatch.pipadapter import Source
 
 
 @dataclass(frozen=True)
@@ -50,3 +56,40 @@ def reading(ctx: Context) -> Iterator[Session]:
     session.notes.append(f"an interrupted run left {store.journal_path}; run a writing "
                          "command (apply or revert) as a user who can write the target")
     yield session
+
+
+def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
+    from ascendpatch import discover
+    from ascendpatch.target import from_python, from_site_packages
+
+    if args.site_packages is not None:
+        return from_site_packages(args.site_packages)
+    if args.python is not None:
+        return from_python(args.python)
+    return discover.find_target(os.environ, preferred=preferred)
+
+
+def from_args(args: Namespace) -> Context:
+    """The manifest (--manifest) and the target (--python / --site-packages / discovery)."""
+    from ascendpatch import output
+    from ascendpatch.manifest import loader
+
+    manifest = loader.load(args.manifest)
+    target = target_from_args(args, manifest.target.get("python") or ())
+    color = args.color
+    return Context(target=target, manifest=manifest, env=dict(os.environ),
+                   lock_timeout=args.lock_timeout,
+                   on_wait=lambda msg: output.progress(msg, color=color),
+                   enabled_extra=tuple(getattr(args, "with_ids", ())))
+
+
+def source_from_args(args: Namespace) -> Source:
+    from ascendpatch.pipadapter import Source
+
+    return Source(wheelhouse=args.wheelhouse, offline=args.offline)
+
+
+def manifest_from_args(args: Namespace) -> Manifest:
+    from ascendpatch.manifest import loader
+
+    return loader.load(args.manifest)

@@ -10,6 +10,7 @@ protected package to its installed version, installs the manifest's ``no_deps`` 
 from __future__ import annotations
 
 import tempfile
+from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from ascendpatch import installplan, pipadapter
 from ascendpatch.checks.pins import _pin_check
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.pipadapter import ONLINE, Source
@@ -146,3 +148,8 @@ def _final_checks(ctx: Context, after: Target, requested: list[Requirement],
                     f"would replace the image's NPU stack); unmet: {', '.join(missing)}",
                     data={"unmet": missing}))
     return lines
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), args.reqs, dry_run=args.dry_run,
+               source=context.source_from_args(args), lock=args.lock)

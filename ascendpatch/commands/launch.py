@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,3 +32,8 @@ def run(argv: Sequence[str], model_dir: Path | None, config: Path | None) -> Com
     results = tuple(CheckResult(f"launch:{v.rule}", "launch", Level.OK if v.ok else Level.FAIL,
                                 v.message) for v in verdicts)
     return CommandResult("check-launch", results)
+
+
+def from_args(args: Namespace) -> CommandResult:
+    serve = [a for a in args.serve if a != "--"] if args.serve else []
+    return run(serve, args.model_dir, args.config)

@@ -13,11 +13,13 @@ import hashlib
 import os
 import subprocess
 import tempfile
+from argparse import Namespace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from ascendpatch import installplan, pipadapter
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.pipadapter import ONLINE, PipError, Source
@@ -101,3 +103,7 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
     return CommandResult("lock", (CheckResult("lock", "lock", Level.OK,
                                               f"locked {count} packages with hashes into "
                                               f"{output}"),))
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), args.output, context.source_from_args(args))

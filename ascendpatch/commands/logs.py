@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from argparse import Namespace
 from pathlib import Path
 
+from ascendpatch.commands import context
 from ascendpatch.deploy.logs import Finding, Rule, Triage, load_rules, triage
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.manifest.model import Manifest
@@ -81,3 +83,7 @@ def run(manifest: Manifest, paths: list[Path], enabled_extra: tuple[str, ...] = 
     summary = (f"logs: {faults} fault(s) or missing marker(s)" if faults else
                "logs: no known fault; markers present")
     return CommandResult("logs", tuple(results), summary=summary)
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.manifest_from_args(args), args.files, tuple(args.with_ids))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
+
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.engine import apply_plan
 from ascendpatch.planner import evaluate, prepare, select
@@ -15,3 +18,7 @@ def run(ctx: Context, ids: list[str], *, force: bool = False) -> CommandResult:
                         for a, k in prepared)
     return CommandResult("plan", results, tuple(session.notes),
                          exit_code_override=pending_exit_code(results))
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), args.ids)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from argparse import Namespace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from ascendpatch import diffwrite, porting, releases
+from ascendpatch.commands import context
 from ascendpatch.diffpatch import analyze, apply_forward
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.hashing import sha256_bytes
@@ -171,3 +173,13 @@ def markdown_table(matrix: dict[str, dict[str, str]]) -> str:
     for artifact_id, row in matrix.items():
         lines.append(f"| {artifact_id} | " + " | ".join(row.get(v, "") for v in versions) + " |")
     return "\n".join(lines) + "\n"
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.manifest_from_args(args), args.artifact_id, args.to,
+               context.source_from_args(args), start=args.start, write=args.write)
+
+
+def catalog_from_args(args: Namespace) -> CommandResult:
+    return catalog_check(context.manifest_from_args(args), args.versions,
+                         context.source_from_args(args), args.markdown)

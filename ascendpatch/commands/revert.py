@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
+
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.engine import revert_plan
 from ascendpatch.planner import evaluate, prepare, select
@@ -19,3 +22,7 @@ def run(ctx: Context, ids: list[str]) -> CommandResult:
             ledger = session.store.load_ledger()
             results.append(revert_plan(evaluate(artifact, kctx), session.store, ledger))
     return CommandResult("revert", tuple(reversed(results)), tuple(session.notes))
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), args.ids)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch import pipadapter, standins
+from ascendpatch.commands import context
 from ascendpatch.commands.lock import cache_root
 from ascendpatch.errors import RefusedError
 from ascendpatch.pipadapter import ONLINE, PipError, Source
@@ -90,3 +92,7 @@ def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
         CheckResult("sandbox", "sandbox", Level.OK, f"target: --python {python}"),
     )
     return CommandResult("sandbox", lines)
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(args.folder, args.vllm_ascend, context.source_from_args(args))

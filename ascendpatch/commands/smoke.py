@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
+
 from ascendpatch.deploy import smoke
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.results import CheckResult, CommandResult, Level
@@ -32,3 +34,7 @@ def run(url: str, model: str | None = None, timeout: float = 60.0) -> CommandRes
         return CommandResult("smoke", tuple(results))
     results.append(_line("chat", smoke.chat(base, chosen, timeout)))
     return CommandResult("smoke", tuple(results))
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(args.url, args.model, args.timeout)

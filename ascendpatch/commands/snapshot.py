@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch import snapshot
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
 from ascendpatch.planner import evaluate, prepare
@@ -49,3 +51,11 @@ def diff(first: Path, second: Path) -> CommandResult:
     summary = (f"diff: {first} and {second} describe the same environment" if not results else
                f"diff: {len(results)} difference(s) between {first} and {second}")
     return CommandResult("diff", tuple(results), summary=summary)
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), args.output, all_files=args.all_files)
+
+
+def diff_from_args(args: Namespace) -> CommandResult:
+    return diff(args.first, args.second)

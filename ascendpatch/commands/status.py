@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
+
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.engine import status_of
 from ascendpatch.planner import evaluate, prepare, select
@@ -16,3 +19,7 @@ def run(ctx: Context, ids: list[str]) -> CommandResult:
     summary = f"target: {ctx.target.describe()}; manifest: {ctx.manifest.name}"
     return CommandResult("status", results, tuple(session.notes), summary=summary,
                          exit_code_override=pending_exit_code(results))
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), args.ids)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch.deploy import procs
@@ -46,3 +47,7 @@ def run(pidfile: Path | None, pid: int | None, grace: float) -> CommandResult:
         results.append(CheckResult("npu-smi", "stop", Level.OK,
                                    "npu-smi info afterwards:\n" + report.npu_smi))
     return CommandResult("stop", tuple(results))
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(args.pidfile, args.pid, args.grace)

@@ -3,10 +3,11 @@ it says exactly what is wrong and what to run."""
 
 from __future__ import annotations
 
+from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch.checks import cann, deps, envvars, pins, plugins, probes, smoothquant
-from ascendpatch.commands import sandbox
+from ascendpatch.commands import context, sandbox
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
 from ascendpatch.errors import InvalidInputError
@@ -109,3 +110,8 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
     summary = (f"verify: {failed} problem(s) on {target.describe()}" if failed else
                f"verify: {target.describe()} is in the state manifest {manifest.name} describes")
     return CommandResult("verify", tuple(results), summary=summary)
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(context.from_args(args), no_probes=args.no_probes, serve_log=args.serve_log,
+               probe_timeout=args.probe_timeout)
