@@ -79,6 +79,53 @@ def _base(ctx: Context, dist: Distribution, rel: str, pristine: bytes, ledger: L
     return base
 
 
+Item = tuple[str, bytes | None, bytes | None]  # (path, base content, current content)
+
+
+def _wheel_if_needed(dist: Distribution, changed: list[str], store: StateStore, ledger: Ledger,
+                     source: Source) -> dict[str, bytes] | None:
+    if all(_pristine(dist, rel, store, ledger, None) is not None for rel in changed):
+        return None  # every original is in ascendpatch's backups
+    archive = releases.archive(dist.name, dist.version, source)
+    if archive.suffix != ".whl":
+        raise RefusedError(f"no wheel of {dist.name} {dist.version} to take the pristine files "
+                           "from", fix="pass --wheelhouse DIR")
+    return releases.wheel_files(archive)
+
+
+def _items(ctx: Context, dist: Distribution, changed: list[str], store: StateStore,
+           ledger: Ledger, source: Source, notes: list[str]) -> list[Item]:
+    wheel = _wheel_if_needed(dist, changed, store, ledger, source)
+    items: list[Item] = []
+    for rel in changed:
+        pristine = _pristine(dist, rel, store, ledger, wheel)
+        if pristine is None:
+            raise RefusedError(f"{rel}: neither a backup nor the wheel holds the content the "
+                               "installed RECORD describes; refusing to guess",
+                               fix="pass --wheelhouse with the exact wheel installed")
+        base = _base(ctx, dist, rel, pristine, ledger, notes)
+        path = dist.location / rel
+        current = path.read_bytes() if path.is_file() else None
+        if current != base:
+            items.append((rel, base, current))
+    return items
+
+
+def _entry(aid: str, dist: Distribution, output: Path, manifest_out: Path,
+           items: list[Item]) -> dict[str, object]:
+    return {"id": aid, "title": f"{aid} (captured from {dist.name} {dist.version})",
+            "kind": "diff", "distribution": dist.name, "versions": f"=={dist.version}",
+            "source": os.path.relpath(output.resolve(), manifest_out.resolve().parent),
+            "targets": [rel for rel, _o, _n in items],
+            "sha256": {rel: {"before": [sha256_bytes(old or b"")],
+                             "after": [sha256_bytes(new or b"")]} for rel, old, new in items}}
+
+
+def _nothing(dist: Distribution, why: str) -> CommandResult:
+    return CommandResult("capture", (CheckResult("capture", "capture", Level.OK,
+                                                 f"{dist.name} {dist.version}: {why}"),))
+
+
 def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | None,
         manifest_out: Path | None, source: Source) -> CommandResult:
     dist = ctx.target.get(dist_name)
@@ -88,36 +135,13 @@ def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | No
     output = output or Path(f"{aid}.patch")
     notes: list[str] = []
     with reading(ctx) as session:
-        ledger = session.store.load_ledger()
         changed = _changed(dist)
         if not changed:
-            return CommandResult("capture", (CheckResult(
-                "capture", "capture", Level.OK,
-                f"{dist.name} {dist.version}: every file matches its RECORD; nothing to "
-                "capture"),))
-        wheel = None
-        if any(_pristine(dist, rel, session.store, ledger, None) is None for rel in changed):
-            archive = releases.archive(dist.name, dist.version, source)
-            if archive.suffix != ".whl":
-                raise RefusedError(f"no wheel of {dist.name} {dist.version} to take the "
-                                   "pristine files from", fix="pass --wheelhouse DIR")
-            wheel = releases.wheel_files(archive)
-        items = []
-        for rel in changed:
-            pristine = _pristine(dist, rel, session.store, ledger, wheel)
-            if pristine is None:
-                raise RefusedError(f"{rel}: neither a backup nor the wheel holds the content "
-                                   "the installed RECORD describes; refusing to guess",
-                                   fix="pass --wheelhouse with the exact wheel installed")
-            base = _base(ctx, dist, rel, pristine, ledger, notes)
-            path = dist.location / rel
-            current = path.read_bytes() if path.is_file() else None
-            if current != base:
-                items.append((rel, base, current))
+            return _nothing(dist, "every file matches its RECORD; nothing to capture")
+        items = _items(ctx, dist, changed, session.store, session.store.load_ledger(), source,
+                       notes)
     if not items:
-        return CommandResult("capture", (CheckResult(
-            "capture", "capture", Level.OK,
-            f"{dist.name} {dist.version}: only catalog patches differ; nothing new to capture"),))
+        return _nothing(dist, "only catalog patches differ; nothing new to capture")
     header = (f"ascendpatch capture of {dist.name} {dist.version}\n"
               f"Files: {', '.join(rel for rel, _o, _n in items)}")
     output.write_text(diffwrite.patch_text(header, items))
@@ -127,14 +151,8 @@ def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | No
     lines += [CheckResult("note", "capture", Level.OK, note) for note in notes]
     lines.append(CheckResult("patch", "capture", Level.OK, f"wrote {output}"))
     if manifest_out is not None:
-        entry = {"id": aid, "title": f"{aid} (captured from {dist.name} {dist.version})",
-                 "kind": "diff", "distribution": dist.name, "versions": f"=={dist.version}",
-                 "source": os.path.relpath(output.resolve(), manifest_out.resolve().parent),
-                 "targets": [rel for rel, _o, _n in items],
-                 "sha256": {rel: {"before": [sha256_bytes(old or b"")],
-                                  "after": [sha256_bytes(new or b"")]}
-                            for rel, old, new in items}}
-        verb = edit.put_artifact(manifest_out, entry, f"captured-{dist.name}")
+        verb = edit.put_artifact(manifest_out, _entry(aid, dist, output, manifest_out, items),
+                                 f"captured-{dist.name}")
         lines.append(CheckResult("manifest", "capture", Level.OK,
                                  f"{verb} artifact {aid} in {manifest_out}"))
     return CommandResult("capture", tuple(lines))
