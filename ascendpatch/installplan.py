@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ascendpatch.reqs import applicable
 from ascendpatch.target import Target
 
 
@@ -57,13 +57,8 @@ def change_set(report: Mapping[str, Any], target: Target) -> list[Change]:
 
 
 def _requires(meta: Mapping[str, Any], markers: Mapping[str, str]) -> Iterable[str]:
-    for raw in meta.get("requires_dist") or []:
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or req.marker.evaluate({**markers, "extra": ""}):
-            yield str(canonicalize_name(req.name))
+    for req in applicable(meta.get("requires_dist") or [], markers):
+        yield str(canonicalize_name(req.name))
 
 
 def chain(report: Mapping[str, Any], package: str, markers: Mapping[str, str]) -> list[str]:
@@ -110,13 +105,7 @@ def constraints(target: Target, protected: Iterable[str]) -> str:
 def unmet(requirements: Iterable[str], target: Target, markers: Mapping[str, str]) -> list[str]:
     """Requirements (of a --no-deps package) that nothing installed satisfies."""
     missing = []
-    for raw in requirements:
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and not req.marker.evaluate({**markers, "extra": ""}):
-            continue
+    for req in applicable(requirements, markers):
         dist = target.get(req.name)
         version = dist.parsed_version if dist else None
         if version is None or not req.specifier.contains(version, prereleases=True):

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ascendpatch.hashing import hex_to_record, sha256_bytes
+from ascendpatch.reqs import applicable
 
 INSTALLER = "ascendpatch stand-in (simulated)"
 SUMMARY = "ascendpatch stand-in (simulated): NOT the real package, metadata only"
@@ -123,11 +123,7 @@ def satisfy(site: Path, requirements: Iterable[str], installed: Iterable[str],
     """Write a stand-in for every requirement that nothing installed satisfies yet."""
     have = {canonicalize_name(n) for n in installed}
     created = []
-    for raw in requirements:
-        req = Requirement(raw)
-        env = {**(markers or {}), "extra": ""}
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
+    for req in applicable(requirements, markers):
         key = canonicalize_name(req.name)
         if key in have:
             continue

@@ -9,23 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ascendpatch.manifest.model import Manifest
+from ascendpatch.reqs import applicable
 from ascendpatch.results import CheckResult, Level
 from ascendpatch.target import Distribution, Target
 
 
 def _requirements(dist: Distribution, env: dict[str, str]) -> Iterator[Requirement]:
-    for raw in dist.metadata.get_all("Requires-Dist") or []:
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
-            continue
-        yield req
+    return applicable(dist.metadata.get_all("Requires-Dist") or [], env)
 
 
 def _accepted(manifest: Manifest, package: str, req: Requirement) -> str | None:

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from ascendpatch import inscript
 from ascendpatch.checks.cann import ATB_SETENV, TOOLKIT_SETENV
 from ascendpatch.manifest.model import version_in
+from ascendpatch.reqs import applicable
 from ascendpatch.results import CheckResult, Level
 from ascendpatch.target import Target
 
@@ -77,11 +76,7 @@ def torch_pair_problem(target: Target) -> str | None:
     npu, torch = target.get("torch-npu"), target.get("torch")
     if npu is None or torch is None or torch.parsed_version is None:
         return None
-    for raw in npu.metadata.get_all("Requires-Dist") or []:
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement:
-            continue
+    for req in applicable(npu.metadata.get_all("Requires-Dist") or [], target.markers):
         if req.name == "torch" and not req.specifier.contains(torch.parsed_version,
                                                                prereleases=True):
             return (f"torch_npu {npu.version} needs torch{req.specifier}, but torch "
