@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import SimpleQueue
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.store import atomic
@@ -91,11 +91,13 @@ class StatCache:
         self.path = store.dir / CACHE_NAME
         self.store = store
         self.entries: dict[str, list[int | str]] = {}
+        self.orphans: dict[str, dict[str, Any]] = {}  # package folder -> unlisted files
         self.dirty = False
         try:
             doc = json.loads(self.path.read_bytes())
             if doc.get("format") == CACHE_FORMAT:
                 self.entries = doc["files"]
+                self.orphans = doc.get("orphans", {})
         except (OSError, ValueError, KeyError):
             self.entries = {}
 
@@ -116,8 +118,8 @@ class StatCache:
             return
         try:
             self.store.dir.mkdir(parents=True, exist_ok=True)
-            data = json.dumps({"format": CACHE_FORMAT, "files": self.entries},
-                              separators=(",", ":")).encode()
+            data = json.dumps({"format": CACHE_FORMAT, "files": self.entries,
+                               "orphans": self.orphans}, separators=(",", ":")).encode()
             atomic.write_atomic(self.path, data, mode=0o644)
         except OSError:
             pass
@@ -213,6 +215,7 @@ def stat_and_hash(items: Iterable[tuple[str, str]], cache: StatCache, workers: i
     todo = _stat_pass(items, cache, out)
     if not todo:
         return out
+
     queue: SimpleQueue[list[tuple[str, str]] | None] = SimpleQueue()
     for batch in _batches(todo):
         queue.put(batch)
@@ -255,7 +258,7 @@ def audit(target: Target, expected: dict[str, tuple[str, str]],
             report.findings += _compare(entry, outcome.stats[key], record_to_hex(digest) or "",
                                         expected)
     if orphans:
-        report.findings += _orphans(target, chosen, expected)
+        report.findings += _orphans(target, chosen, expected, cache)
     cache.save()
     report.findings.sort(key=lambda f: (f.expected, f.path))
     return report
@@ -285,32 +288,82 @@ def _package_dirs(target: Target, dist: Distribution) -> set[str]:
     return {top for top in tops if os.path.isdir(top)}
 
 
-def _orphans(target: Target, dists: list[Distribution],
-             expected: dict[str, tuple[str, str]]) -> list[Finding]:
+def _listed(target: Target) -> set[str]:
     listed: set[str] = set()
     for dist in target.distributions.values():
         location = str(dist.location)
         for rel in dist.record:
             listed.add(os.path.normpath(f"{location}/{rel}") if ".." in rel
                        else f"{location}/{rel}")
+    return listed
+
+
+def _records_key(target: Target) -> str:
+    """Changes when any distribution is installed, removed or rewritten."""
+    parts = []
+    for dist in sorted(target.distributions.values(), key=lambda d: str(d.metadata_dir)):
+        try:
+            st = os.stat(f"{dist.metadata_dir}/RECORD")
+        except OSError:
+            continue
+        parts.append(f"{dist.metadata_dir}:{st.st_mtime_ns}:{st.st_size}:{st.st_ino}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _dir_key(path: str) -> list[int]:
+    st = os.stat(path)
+    return [st.st_mtime_ns, st.st_ctime_ns]  # ctime cannot be set back from user space
+
+
+def _walk_unlisted(folder: str, listed: set[str]) -> tuple[list[str], list[list[Any]]]:
+    unlisted, dirs = [], []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        dirs.append([dirpath, *_dir_key(dirpath)])
+        unlisted += [f"{dirpath}/{name}" for name in filenames
+                     if f"{dirpath}/{name}" not in listed
+                     and not name.endswith(atomic.TEMP_SUFFIX)]
+    return unlisted, dirs
+
+
+def _cached_unlisted(entry: dict[str, Any] | None, key: str) -> list[str] | None:
+    """The files no RECORD lists, as last seen, while no folder gained or lost an entry."""
+    if not entry or entry.get("records") != key:
+        return None
+    try:
+        if any(_dir_key(d[0]) != d[1:] for d in entry["dirs"]):
+            return None
+    except OSError:
+        return None
+    return list(entry["unlisted"])
+
+
+def _orphans(target: Target, dists: list[Distribution], expected: dict[str, tuple[str, str]],
+             cache: StatCache | None = None) -> list[Finding]:
     owners: dict[str, Distribution] = {}
     for dist in dists:
         for folder in _package_dirs(target, dist):
             owners.setdefault(folder, dist)
     root = str(target.root)
+    key = _records_key(target)
+    memo = cache.orphans if cache is not None else {}
+    listed: set[str] | None = None
     findings = []
     for folder, dist in sorted(owners.items()):
-        for dirpath, dirnames, filenames in os.walk(folder):
-            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-            for name in filenames:
-                path = f"{dirpath}/{name}"
-                if path in listed or name.endswith(atomic.TEMP_SUFFIX):
-                    continue
-                rel = path[len(root) + 1:]
-                wanted = expected.get(rel)
-                if wanted is not None and file_sha256(path) == wanted[0]:
-                    findings.append(Finding("added", rel, dist.name, wanted[1], expected=True))
-                    continue
-                findings.append(Finding("orphan", rel, dist.name,
-                                        f"in {dist.name}'s folder, listed by no RECORD"))
+        unlisted = _cached_unlisted(memo.get(folder), key)
+        if unlisted is None:
+            listed = listed if listed is not None else _listed(target)
+            unlisted, dirs = _walk_unlisted(folder, listed)
+            memo[folder] = {"records": key, "dirs": dirs, "unlisted": unlisted}
+            if cache is not None:
+                cache.dirty = True
+        findings += [_orphan(path[len(root) + 1:], path, dist, expected) for path in unlisted]
     return findings
+
+
+def _orphan(rel: str, path: str, dist: Distribution,
+            expected: dict[str, tuple[str, str]]) -> Finding:
+    wanted = expected.get(rel)
+    if wanted is not None and file_sha256(path) == wanted[0]:
+        return Finding("added", rel, dist.name, wanted[1], expected=True)
+    return Finding("orphan", rel, dist.name, f"in {dist.name}'s folder, listed by no RECORD")

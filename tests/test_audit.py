@@ -110,3 +110,16 @@ def test_diff_of_two_snapshots(env: dict[str, Path], tmp_path: Path) -> None:
     assert "..5        demo/mod.py" in changed.out
     bad = run_cli("diff", tmp_path / "a.json", env["manifest"])
     assert bad.code == 2 and "is not an ascendpatch snapshot" in bad.err
+
+
+def test_cached_audit_still_sees_orphans_come_and_go(env: dict[str, Path]) -> None:
+    """The orphan walk is cached on folder mtimes: adding or removing a file must show."""
+    site = env["site"]
+    (site / "other" / "sub").mkdir()
+    assert audit(env)[0] == 0
+    assert audit(env)[0] == 0  # from the cache
+    (site / "other" / "sub" / "late.py").write_text("x = 1\n")
+    code, out, _ = audit(env)
+    assert code == 1 and "orphan   other/sub/late.py" in out
+    (site / "other" / "sub" / "late.py").unlink()
+    assert audit(env)[0] == 0

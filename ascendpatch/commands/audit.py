@@ -6,7 +6,6 @@ import os
 from argparse import Namespace
 from pathlib import Path
 
-from ascendpatch import snapshot
 from ascendpatch.audit import AuditReport, audit
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
@@ -49,6 +48,8 @@ def _lines(report: AuditReport) -> list[CheckResult]:
 
 def run(ctx: Context, *, baseline: Path | None = None, workers: int | None = None) \
         -> CommandResult:
+    from ascendpatch import snapshot  # only with --baseline
+
     base = snapshot.load(baseline) if baseline is not None else None
     report = audit(ctx.target, expected_changes(ctx), workers=workers)
     results = _lines(report)
