@@ -76,3 +76,20 @@ def test_the_callers_working_directory_does_not_leak_into_the_target(
     make_dist(tmp_path, "not-in-target", "1.0", {"not_in_target/__init__.py": ""})
     monkeypatch.chdir(tmp_path)
     assert target.from_python(venv).get("not-in-target") is None
+
+
+OTHER_PYTHONS = sorted(Path("/root/.pyenv/versions").glob("3.[89].*/bin/python")) + \
+    sorted(Path("/root/.pyenv/versions").glob("3.1[2-9].*/bin/python"))
+
+
+@pytest.mark.skipif(not OTHER_PYTHONS, reason="no other Python on this machine")
+@pytest.mark.parametrize("python", OTHER_PYTHONS, ids=lambda p: p.parent.parent.name)
+def test_in_target_scripts_run_on_every_python_from_3_8(python: Path) -> None:
+    """Targets may be Python 3.8 (old images) to 3.13: introspection and probes must run."""
+    from ascendpatch.checks.probes import run_probe
+
+    tgt = target.from_python(python)
+    assert tgt.python_version is not None and tgt.markers is not None
+    assert tgt.markers["python_version"] == ".".join(tgt.python_version.split(".")[:2])
+    probe = run_probe(python, ["torch_npu.npu_top_k_top_p"])
+    assert probe["imports"]["torch_npu"].startswith("ModuleNotFoundError")
