@@ -135,6 +135,9 @@ def _stop(p: argparse.ArgumentParser) -> None:
     which.add_argument("--pidfile", type=Path, metavar="FILE")
     which.add_argument("--pid", type=int, metavar="N")
     p.add_argument("--grace", type=float, default=5.0, metavar="SECONDS")
+    p.add_argument("--all-vllm", action="store_true",
+                   help="also stop every vLLM process of this user, even with a live parent "
+                        "(default: only the server's own and re-parented ones)")
 
 
 def _capture(p: argparse.ArgumentParser) -> None:

@@ -134,3 +134,29 @@ def test_npu_smi_table_is_shown_afterwards(tmp_path: Path) -> None:
     assert result.code == 0, result.out
     assert "npu-smi info afterwards:" in result.out
     assert "No running processes found in NPU 0" in result.out
+
+
+def test_another_live_server_is_left_alone(tmp_path: Path) -> None:
+    """Stopping one server must not kill a second server's EngineCore (its parent is alive)."""
+    other = subprocess.Popen([sys.executable, "-c",
+                              "import subprocess, sys, time\n"
+                              "c = subprocess.Popen([sys.executable, '-c', " + repr(GRANDCHILD) +
+                              "])\nprint(c.pid, flush=True)\ntime.sleep(300)"],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                             start_new_session=True)
+    try:
+        assert other.stdout is not None
+        engine = int(other.stdout.readline())
+        _wait_for(lambda: getattr(procs.read(engine), "comm", "") == "VLLM::EngineCor")
+        result = run_process("stop", "--pid", str(first.pid), "--grace", "1")
+        assert result.code == 0, result.out
+        assert procs.running(engine), "the other server's EngineCore was stopped"
+        assert not procs.running(first.pid)
+        swept = run_process("stop", "--all-vllm", "--grace", "1")
+        assert swept.code == 0 and not procs.running(engine)
+    finally:
+        for proc in (other, first):
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait(timeout=10)

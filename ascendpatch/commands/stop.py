@@ -23,10 +23,11 @@ def _pid(pidfile: Path | None, pid: int | None) -> int | None:
     return int(text)
 
 
-def run(pidfile: Path | None, pid: int | None, grace: float) -> CommandResult:
+def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = False) \
+        -> CommandResult:
     if grace < 0:
         raise InvalidInputError("--grace must be 0 or more seconds")
-    report = stop(_pid(pidfile, pid), grace)
+    report = stop(_pid(pidfile, pid), grace, everything=everything)
     results = [CheckResult(f"stop:{i}", "stop", Level(level), text)
                for i, (level, text) in enumerate(report.events)]
     for proc in report.zombies:
@@ -50,4 +51,4 @@ def run(pidfile: Path | None, pid: int | None, grace: float) -> CommandResult:
 
 
 def from_args(args: Namespace) -> CommandResult:
-    return run(args.pidfile, args.pid, args.grace)
+    return run(args.pidfile, args.pid, args.grace, args.all_vllm)

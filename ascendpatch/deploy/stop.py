@@ -81,11 +81,23 @@ def _stop_tree(root: int, grace: float, report: StopReport, protected: set[int],
     return members
 
 
+def _is_leftover(proc: procs.Proc, scope: set[int], everything: bool) -> bool:
+    """A vLLM process left behind: of the stopped server's session or group, or re-parented to
+    PID 1 because its API server died (vLLM #55510). Another live server's EngineCore has a
+    live parent and is left alone, unless --all-vllm."""
+    if everything:
+        return True
+    return proc.sid in scope or proc.pgid in scope or proc.ppid <= 1 or \
+        procs.read(proc.ppid) is None
+
+
 def _stop_leftovers(grace: float, report: StopReport, protected: set[int],
-                    sleep: Callable[[float], None]) -> set[int]:
+                    sleep: Callable[[float], None], scope: set[int],
+                    everything: bool) -> set[int]:
     uid = os.getuid()
     leftovers = [p for p in procs.all_procs()
-                 if p.is_vllm and not p.zombie and p.uid == uid and p.pid not in protected]
+                 if p.is_vllm and not p.zombie and p.uid == uid and p.pid not in protected
+                 and _is_leftover(p, scope, everything)]
     for proc in leftovers:
         report.say("WARN", f"leftover vLLM process {_describe(proc)}, parent PID {proc.ppid}: "
                            "stopping it")
@@ -97,11 +109,15 @@ def _stop_leftovers(grace: float, report: StopReport, protected: set[int],
     return pids
 
 
-def stop(pid: int | None, grace: float = 5.0,
-         sleep: Callable[[float], None] = time.sleep) -> StopReport:
+def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = time.sleep,
+         everything: bool = False) -> StopReport:
     report = StopReport()
     protected = procs.ancestors(os.getpid())
     touched: set[int] = set()
+    scope: set[int] = set()
+    root = procs.read(pid) if pid is not None else None
+    if root is not None:
+        scope = {root.sid, root.pgid} - {procs.own_group(), 0}
     if pid is not None:
         if procs.read(pid) is None:
             report.say("OK", f"PID {pid} is not running (already stopped)")
@@ -111,7 +127,7 @@ def stop(pid: int | None, grace: float = 5.0,
             return report
         else:
             touched |= _stop_tree(pid, grace, report, protected, sleep)
-    touched |= _stop_leftovers(grace, report, protected, sleep)
+    touched |= _stop_leftovers(grace, report, protected, sleep, scope, everything)
     for p in sorted(touched):
         proc = procs.read(p)
         if proc is None:
