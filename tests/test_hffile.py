@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import run_cli, tree_digest, write_manifest
+from tests.kit import Run, run_cli, tree_digest, write_manifest
 
 hub = pytest.importorskip("huggingface_hub") if not os.environ.get("CI") else \
     __import__("huggingface_hub")
@@ -59,7 +59,7 @@ def manifest(tmp_path: Path) -> Path:
                     "content": {"processor_class": "WhisperProcessor"}}}])
 
 
-def cli(site: Path, manifest: Path, *args: str) -> object:
+def cli(site: Path, manifest: Path, *args: str) -> Run:
     return run_cli("--site-packages", site, "--manifest", manifest, *args)
 
 
@@ -76,8 +76,8 @@ def test_fix_is_visible_to_huggingface_hub(tmp_path: Path, manifest: Path, site:
     assert found is (_CACHED_NO_EXIST if no_exist else None)
 
     first = cli(site, manifest, "apply")
-    assert first.code == 0, first.out + first.err  # type: ignore[attr-defined]
-    assert first.out.strip() == "[OK] Applied whisper processor_config.json fix"  # type: ignore[attr-defined]
+    assert first.code == 0, first.out + first.err
+    assert first.out.strip() == "[OK] Applied whisper processor_config.json fix"
     for commit in COMMITS:
         path = hub.try_to_load_from_cache(REPO, "processor_config.json", cache_dir=cache,
                                           revision=commit)
@@ -91,11 +91,11 @@ def test_fix_is_visible_to_huggingface_hub(tmp_path: Path, manifest: Path, site:
 
     applied = tree_digest(cache)
     again = cli(site, manifest, "apply")
-    assert "already applied" in again.out  # type: ignore[attr-defined]
+    assert "already applied" in again.out
     assert tree_digest(cache) == applied
 
     reverted = cli(site, manifest, "revert")
-    assert reverted.code == 0, reverted.out  # type: ignore[attr-defined]
+    assert reverted.code == 0, reverted.out
     assert tree_digest(cache) == before, "revert must restore the cache exactly"
 
 
@@ -104,7 +104,7 @@ def test_hf_hub_cache_variable_wins(tmp_path: Path, manifest: Path, site: Path,
     cache = make_cache(tmp_path / "custom-cache", links=True, no_exist=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    assert cli(site, manifest, "apply").code == 0  # type: ignore[attr-defined]
+    assert cli(site, manifest, "apply").code == 0
     assert isinstance(hub.try_to_load_from_cache(REPO, "processor_config.json",
                                                  cache_dir=cache), str)
 
@@ -118,5 +118,5 @@ def test_existing_file_from_the_hub_is_left_alone(tmp_path: Path, manifest: Path
          "processor_config.json").write_text('{"processor_class": "Other"}\n')
     before = tree_digest(cache)
     result = cli(site, manifest, "apply")
-    assert result.code == 0  # type: ignore[attr-defined]
+    assert result.code == 0
     assert tree_digest(cache) == before

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,13 +40,19 @@ time.sleep(300)
 """
 
 
-def _wait_for(predicate: object, timeout: float = 10.0) -> None:
+def _wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
+        if predicate():
             return
         time.sleep(0.05)
     raise AssertionError("timed out")
+
+
+def _ended(pid: int) -> bool:
+    """Exited: a zombie waiting for its parent, or already reaped."""
+    proc = procs.read(pid)
+    return proc is None or proc.zombie
 
 
 @pytest.mark.parametrize("how", ["pid", "pidfile"])
@@ -57,7 +64,7 @@ def test_stop_leaves_nothing_running(tmp_path: Path, how: str) -> None:
         _wait_for(info.exists)
         _wait_for(lambda: info.stat().st_size > 0)
         pids = json.loads(info.read_text())
-        _wait_for(lambda: (procs.read(pids["zombie"]) or procs.read(1)).zombie)  # type: ignore
+        _wait_for(lambda: _ended(pids["zombie"]))
         _wait_for(lambda: getattr(procs.read(pids["grandchild"]), "comm", "") ==
                   "VLLM::EngineCor")
         grandchild = procs.read(pids["grandchild"])
@@ -100,7 +107,7 @@ def test_zombie_is_reported_with_its_parent(tmp_path: Path) -> None:
     try:
         assert parent.stdout is not None
         zombie_pid = int(parent.stdout.readline())
-        _wait_for(lambda: (procs.read(zombie_pid) or procs.read(1)).zombie)  # type: ignore
+        _wait_for(lambda: _ended(zombie_pid))
         result = run_process("stop", "--pid", str(zombie_pid), "--grace", "0.5")
         assert result.code == 0, result.out
         assert (f"PID {zombie_pid} (VLLM::Worker_TP) is a zombie (state Z): it has ended and "
