@@ -48,11 +48,6 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
     files_hashed: int = 0
-    hashes: dict[str, str] = field(default_factory=dict)  # rel -> digest, RECORD form
-
-    @property
-    def unexpected(self) -> list[Finding]:
-        return [f for f in self.findings if not f.expected]
 
 
 class _Entry(NamedTuple):
@@ -247,8 +242,7 @@ def audit(target: Target, expected: dict[str, tuple[str, str]],
     entries = {entry.rel: entry for entry in _entries(target, chosen)}
     outcome = stat_and_hash(((key, e.path) for key, e in entries.items()), cache,
                             workers or os.cpu_count() or 2)
-    report = AuditReport(files_checked=len(outcome.digests), files_hashed=outcome.hashed,
-                         hashes={k: v for k, v in outcome.digests.items()})
+    report = AuditReport(files_checked=len(outcome.digests), files_hashed=outcome.hashed)
     for key in outcome.missing:
         dist = entries[key].dist
         report.findings.append(Finding("missing", key, dist.name, f"{dist.name} {dist.version}"))

@@ -24,6 +24,15 @@ def data_root() -> Path:
     return package.parent
 
 
+def cache_dir() -> Path:
+    """ascendpatch's own cache (release files, the pip-tools venv): $ASCENDPATCH_CACHE, else
+    $XDG_CACHE_HOME/ascendpatch, else ~/.cache/ascendpatch."""
+    explicit = os.environ.get("ASCENDPATCH_CACHE")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ascendpatch"
+
+
 def manifests_dir() -> Path:
     return data_root() / "manifests"
 

@@ -11,14 +11,16 @@ from collections.abc import Iterable
 
 from ascendpatch.diffpatch import analyze, apply_forward, parse_patch
 from ascendpatch.errors import AscendpatchError
+from ascendpatch.textfile import TextFile
 
 NO_EOL = "\\ No newline at end of file\n"
 
 
 def _lines(data: bytes | None) -> list[str]:
+    """Split as the engine does (only \\n and \\r\\n end a line: a form feed does not)."""
     if data is None:
         return []
-    return data.decode("utf-8", errors="surrogateescape").splitlines(keepends=True)
+    return [line.text + line.eol for line in TextFile.parse(data).lines]
 
 
 def file_diff(path: str, old: bytes | None, new: bytes | None, context: int = 3) -> str:

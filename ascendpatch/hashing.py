@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 
 _CHUNK = 1 << 20
@@ -35,6 +36,12 @@ def record_to_hex(record_hash: str) -> str | None:
         return binascii.a2b_base64(padded).hex()  # the C codec: audits convert ~20k of these
     except binascii.Error:
         return None
+
+
+def record_text(files: Mapping[str, bytes], record_path: str) -> str:
+    """A dist-info RECORD for ``files`` (path -> bytes), listing itself without a hash."""
+    rows = [f"{rel},{hex_to_record(sha256_bytes(data))},{len(data)}" for rel, data in files.items()]
+    return "\n".join([*rows, f"{record_path},,"]) + "\n"
 
 
 def hex_to_record(hex_digest: str) -> str:

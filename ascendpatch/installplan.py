@@ -8,7 +8,7 @@ list against what the target has (anchors-patching.md, B2).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,11 +87,6 @@ def chain(report: Mapping[str, Any], package: str, markers: Mapping[str, str]) -
     return list(reversed(path))
 
 
-def protected_changes(changes: Sequence[Change], protected: Iterable[str]) -> list[Change]:
-    wanted = {canonicalize_name(p) for p in protected}
-    return [c for c in changes if c.name in wanted and c.old is not None]
-
-
 def constraints(target: Target, protected: Iterable[str]) -> str:
     """Pin every installed protected package to exactly what it is (local labels included)."""
     lines = []
@@ -107,7 +102,6 @@ def unmet(requirements: Iterable[str], target: Target, markers: Mapping[str, str
     missing = []
     for req in applicable(requirements, markers):
         dist = target.get(req.name)
-        version = dist.parsed_version if dist else None
-        if version is None or not req.specifier.contains(version, prereleases=True):
+        if dist is None or not dist.satisfies(req.specifier):
             missing.append(str(req))
     return missing

@@ -9,7 +9,7 @@ from ascendpatch.errors import InvalidInputError
 from ascendpatch.kinds import KINDS, PLANNED_KINDS
 from ascendpatch.kinds.base import FilePlan, FileStatus, KindContext
 from ascendpatch.manifest.loader import resolve_source
-from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
+from ascendpatch.manifest.model import Artifact, Manifest, version_in
 from ascendpatch.results import Level
 from ascendpatch.target import Target
 
@@ -113,6 +113,3 @@ def evaluate(artifact: Artifact, ctx: KindContext | Skip) -> ArtifactPlan:
     files = tuple(KINDS[artifact.kind].inspect(ctx))
     return ArtifactPlan(artifact, ctx, None, files)
 
-
-def variant_label(variant: Variant) -> str:
-    return variant.versions

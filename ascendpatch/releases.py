@@ -6,7 +6,6 @@ them). Honours $PIP_INDEX_URL; --offline never leaves the wheelhouse."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import tarfile
@@ -19,8 +18,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import pipadapter
-from ascendpatch.commands.lock import cache_root
+from ascendpatch import data, pipadapter
 from ascendpatch.errors import AscendpatchError
 from ascendpatch.pipadapter import Source
 
@@ -69,7 +67,7 @@ def listing(name: str) -> list[dict[str, object]]:
 
 
 def versions_with_wheels(name: str, source: Source) -> list[str]:
-    if source.offline or (source.wheelhouse is not None and source.offline):
+    if source.offline:
         assert source.wheelhouse is not None
         names = [p.name for p in source.wheelhouse.glob("*.whl")]
     else:
@@ -114,7 +112,7 @@ def _download_sdist(name: str, version: str, folder: Path) -> Path | None:
 
 def archive(name: str, version: str, source: Source) -> Path:
     """A wheel (preferred) or sdist of ``name==version``."""
-    cache = cache_root() / "releases"
+    cache = data.cache_dir() / "releases"
     for folder in [source.wheelhouse, cache]:
         if folder is not None and (found := _archives(folder, name, version)):
             return found[0]
@@ -153,6 +151,3 @@ def wheel_files(path: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(path) as zf:
         return {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
 
-
-def read_bytes(data: bytes) -> io.BytesIO:
-    return io.BytesIO(data)

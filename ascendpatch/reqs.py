@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
+from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
 
 def applicable(raws: Iterable[str], markers: Mapping[str, str] | None) -> Iterator[Requirement]:
-    """Each requirement whose marker holds (unparseable lines are skipped, as pip does)."""
-    env = {**(markers or {}), "extra": ""}
+    """Each requirement whose marker holds (unparseable lines are skipped, as pip does).
+
+    ``markers`` is the target's environment; None (a --site-packages target, whose interpreter
+    is not run) falls back to this process's own."""
+    base = markers if markers else {k: str(v) for k, v in default_environment().items()}
+    env = {**base, "extra": ""}
     for raw in raws:
         try:
             req = Requirement(raw)

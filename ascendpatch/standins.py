@@ -16,7 +16,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ascendpatch.hashing import hex_to_record, sha256_bytes
+from ascendpatch.hashing import record_text
 from ascendpatch.reqs import applicable
 
 INSTALLER = "ascendpatch stand-in (simulated)"
@@ -95,14 +95,11 @@ def write_distribution(site: Path, name: str, version: str,
                                   for k, v in (files or {}).items()}
     contents[f"{dist_info.name}/METADATA"] = ("\n".join(meta) + "\n").encode()
     contents[f"{dist_info.name}/INSTALLER"] = (installer + "\n").encode()
-    rows = []
     for rel, data in contents.items():
         path = site / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        rows.append(f"{rel},{hex_to_record(sha256_bytes(data))},{len(data)}")
-    rows.append(f"{dist_info.name}/RECORD,,")
-    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
+    (dist_info / "RECORD").write_text(record_text(contents, f"{dist_info.name}/RECORD"))
     return dist_info
 
 

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -53,6 +54,12 @@ class Distribution:
             return Version(self.version)
         except InvalidVersion:
             return None
+
+    def satisfies(self, specifier: SpecifierSet | str) -> bool:
+        """PEP 440 containment, admitting pre-releases and local labels (2.10.0+cpu)."""
+        spec = SpecifierSet(specifier) if isinstance(specifier, str) else specifier
+        version = self.parsed_version
+        return version is not None and spec.contains(version, prereleases=True)
 
     @cached_property
     def record(self) -> dict[str, RecordEntry]:

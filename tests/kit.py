@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch.cli import main
+from ascendpatch.hashing import record_text
 from ascendpatch.standins import write_distribution
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,7 +102,6 @@ def chdir(path: Path) -> Iterator[None]:
 def build_wheel(folder: Path, name: str, version: str, requires: Sequence[str] = (),
                 files: Mapping[str, str] | None = None) -> Path:
     """A real (tiny, pure-Python) wheel that pip installs: METADATA, WHEEL, RECORD."""
-    import base64
     import zipfile
 
     norm = name.replace("-", "_")
@@ -114,15 +114,10 @@ def build_wheel(folder: Path, name: str, version: str, requires: Sequence[str] =
     contents[f"{dist_info}/METADATA"] = ("\n".join(meta) + "\n").encode()
     contents[f"{dist_info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: ascendpatch-tests\n"
                                       b"Root-Is-Purelib: true\nTag: py3-none-any\n")
-    rows = []
-    for rel, data in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        rows.append(f"{rel},sha256={digest},{len(data)}")
-    rows.append(f"{dist_info}/RECORD,,")
     folder.mkdir(parents=True, exist_ok=True)
     wheel = folder / f"{norm}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         for rel, data in contents.items():
             archive.writestr(rel, data)
-        archive.writestr(f"{dist_info}/RECORD", "\n".join(rows) + "\n")
+        archive.writestr(f"{dist_info}/RECORD", record_text(contents, f"{dist_info}/RECORD"))
     return wheel

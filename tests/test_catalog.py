@@ -62,9 +62,7 @@ def _declared(version: str) -> tuple[str, str]:
 
 
 def _venv_with(tmp_path: Path, version: str) -> Path:
-    python = wheels.make_venv(tmp_path / f"venv-{version}")
-    wheels.pip_install(python, "--no-deps", str(wheels.wheel(version)))
-    return python
+    return wheels.venv_with(tmp_path / f"venv-{version}", version)
 
 
 @pytest.mark.parametrize("version", wheels.AFFECTED)

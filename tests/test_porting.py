@@ -113,8 +113,7 @@ def _edit(sampler: Path) -> None:
 
 
 def test_capture_on_a_real_wheel_replays_byte_identically(tmp_path: Path) -> None:
-    first = wheels.make_venv(tmp_path / "edited")
-    wheels.pip_install(first, "--no-deps", str(wheels.wheel("0.18.0")))
+    first = wheels.venv_with(tmp_path / "edited", "0.18.0")
     sampler = wheels.site_packages(first) / wheels.SAMPLER
     _edit(sampler)
     patch, manifest = tmp_path / "local.patch", tmp_path / "captured.yaml"
@@ -125,16 +124,14 @@ def test_capture_on_a_real_wheel_replays_byte_identically(tmp_path: Path) -> Non
     assert "vllm-ascend 0.18.0" in patch.read_text().splitlines()[0]
     assert loader.load(str(manifest)).artifact("local-sampler") is not None  # validates
 
-    second = wheels.make_venv(tmp_path / "fresh")
-    wheels.pip_install(second, "--no-deps", str(wheels.wheel("0.18.0")))
+    second = wheels.venv_with(tmp_path / "fresh", "0.18.0")
     applied = run_cli("--python", second, "--manifest", manifest, "apply", "local-sampler")
     assert applied.code == 0, applied.out
     assert (wheels.site_packages(second) / wheels.SAMPLER).read_bytes() == sampler.read_bytes()
 
 
 def test_capture_never_swallows_an_existing_patch(tmp_path: Path) -> None:
-    first = wheels.make_venv(tmp_path / "edited")
-    wheels.pip_install(first, "--no-deps", str(wheels.wheel("0.18.0")))
+    first = wheels.venv_with(tmp_path / "edited", "0.18.0")
     assert run_cli("--python", first, "apply").code == 0  # the catalog's sampler fix
     sampler = wheels.site_packages(first) / wheels.SAMPLER
     _edit(sampler)
@@ -145,8 +142,7 @@ def test_capture_never_swallows_an_existing_patch(tmp_path: Path) -> None:
     assert "diffed against sampler-topk-topp-fallback (already applied)" in result.out
     text = patch.read_text()
     assert "+# local tuning" in text and "_ascendpatch_topk_topp_op_available" not in text
-    second = wheels.make_venv(tmp_path / "fresh")
-    wheels.pip_install(second, "--no-deps", str(wheels.wheel("0.18.0")))
+    second = wheels.venv_with(tmp_path / "fresh", "0.18.0")
     applied = run_cli("--python", second, "--manifest", manifest, "apply")  # catalog + capture
     assert applied.code == 0, applied.out
     assert (wheels.site_packages(second) / wheels.SAMPLER).read_bytes() == sampler.read_bytes()

@@ -19,7 +19,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from ascendpatch.hashing import hex_to_record, sha256_bytes
+from ascendpatch.hashing import record_text
 
 CACHE = Path(os.environ.get("ASCENDPATCH_TEST_CACHE",
                             Path.home() / ".cache" / "ascendpatch-test"))
@@ -89,7 +89,7 @@ def install_from_sdist(path: Path, site: Path, version: str) -> None:
 
     This is no build (the C extensions need CANN): only what the patch engine touches.
     """
-    rows = []
+    listed: dict[str, bytes] = {}
     with tarfile.open(path) as archive:
         root = archive.getnames()[0].split("/")[0]
         for member in archive.getmembers():
@@ -101,7 +101,7 @@ def install_from_sdist(path: Path, site: Path, version: str) -> None:
             data = handle.read()
             (site / rel).parent.mkdir(parents=True, exist_ok=True)
             (site / rel).write_bytes(data)
-            rows.append(f"{rel},{hex_to_record(sha256_bytes(data))},{len(data)}")
+            listed[rel] = data
         pkg_info = archive.extractfile(f"{root}/PKG-INFO")
         assert pkg_info is not None
         metadata = pkg_info.read()
@@ -109,15 +109,21 @@ def install_from_sdist(path: Path, site: Path, version: str) -> None:
     dist_info.mkdir()
     (dist_info / "METADATA").write_bytes(metadata)
     (dist_info / "INSTALLER").write_text("ascendpatch-tests (sdist layout, not built)\n")
-    rows += [f"{dist_info.name}/METADATA,{hex_to_record(sha256_bytes(metadata))},{len(metadata)}",
-             f"{dist_info.name}/RECORD,,"]
-    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
+    listed[f"{dist_info.name}/METADATA"] = metadata
+    (dist_info / "RECORD").write_text(record_text(listed, f"{dist_info.name}/RECORD"))
 
 
 def make_venv(root: Path) -> Path:
     """A real venv (without its own pip: the outer pip installs into it with --python)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     return root / "bin" / "python"
+
+
+def venv_with(root: Path, version: str) -> Path:
+    """A real venv with the real vllm-ascend ``version`` wheel pip-installed --no-deps."""
+    python = make_venv(root)
+    pip_install(python, "--no-deps", str(wheel(version)))
+    return python
 
 
 def pip_install(python: Path, *args: str) -> None:

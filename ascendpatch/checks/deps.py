@@ -6,9 +6,6 @@ script), so a requirement for another Python or platform is not a false alarm.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -16,10 +13,6 @@ from ascendpatch.manifest.model import Manifest
 from ascendpatch.reqs import applicable
 from ascendpatch.results import CheckResult, Level
 from ascendpatch.target import Distribution, Target
-
-
-def _requirements(dist: Distribution, env: dict[str, str]) -> Iterator[Requirement]:
-    return applicable(dist.metadata.get_all("Requires-Dist") or [], env)
 
 
 def _accepted(manifest: Manifest, package: str, req: Requirement) -> str | None:
@@ -32,12 +25,10 @@ def _accepted(manifest: Manifest, package: str, req: Requirement) -> str | None:
 
 
 def check(manifest: Manifest, target: Target) -> list[CheckResult]:
-    env: dict[str, str] = dict(target.markers) if target.markers else \
-        {k: str(v) for k, v in default_environment().items()}
     problems: list[CheckResult] = []
     for dist in sorted(target.distributions.values(), key=lambda d: d.name):
         missing: list[str] = []
-        for req in _requirements(dist, env):
+        for req in applicable(dist.metadata.get_all("Requires-Dist") or [], target.markers):
             problem = _problem(target, dist, req)
             if problem is None:
                 continue
@@ -67,7 +58,6 @@ def _problem(target: Target, dist: Distribution, req: Requirement) -> str | None
     who = f"{dist.name} {dist.version}"
     if dep is None:
         return f"{who} requires {req}, which is not installed"
-    version = dep.parsed_version
-    if version is None or not req.specifier.contains(version, prereleases=True):
+    if not dep.satisfies(req.specifier):
         return f"{who} requires {req}, but {dep.name} {dep.version} is installed"
     return None

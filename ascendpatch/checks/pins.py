@@ -12,15 +12,14 @@ from ascendpatch.results import CheckResult, Level
 from ascendpatch.target import Target
 
 
-def _pin_check(pin: PackagePin, target: Target) -> CheckResult:
+def pin_check(pin: PackagePin, target: Target) -> CheckResult:
     dist = target.get(pin.name)
     why = f" ({pin.reason.strip()})" if pin.reason else ""
     if dist is None:
         return CheckResult(f"pin:{pin.name}", "pin", Level.FAIL,
                            f"{pin.name} is not installed; the stack pins {pin.name}"
                            f"{pin.specifier}{why}; fix: ascendpatch install")
-    version = dist.parsed_version
-    if version is not None and SpecifierSet(pin.specifier).contains(version, prereleases=True):
+    if dist.satisfies(pin.specifier):
         return CheckResult(f"pin:{pin.name}", "pin", Level.OK,
                            f"{pin.name} {dist.version} matches {pin.specifier or 'any'}")
     return CheckResult(f"pin:{pin.name}", "pin", Level.FAIL,
@@ -59,7 +58,7 @@ def _loose(version: str) -> str:
 
 
 def check(manifest: Manifest, target: Target, cann_version: str | None) -> list[CheckResult]:
-    results = [_pin_check(pin, target) for pin in manifest.stack.packages]
+    results = [pin_check(pin, target) for pin in manifest.stack.packages]
     if manifest.stack.python:
         with contextlib.suppress(InvalidSpecifier, InvalidVersion):
             results.append(_python_check(manifest.stack.python, target))

@@ -77,8 +77,7 @@ def torch_pair_problem(target: Target) -> str | None:
     if npu is None or torch is None or torch.parsed_version is None:
         return None
     for req in applicable(npu.metadata.get_all("Requires-Dist") or [], target.markers):
-        if req.name == "torch" and not req.specifier.contains(torch.parsed_version,
-                                                               prereleases=True):
+        if req.name == "torch" and not torch.satisfies(req.specifier):
             return (f"torch_npu {npu.version} needs torch{req.specifier}, but torch "
                     f"{torch.version} is installed")
     return None

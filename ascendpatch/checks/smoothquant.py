@@ -9,11 +9,11 @@ scales in the target (torch .pt, or safetensors read directly) and counts the ve
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from ascendpatch import inscript
+from ascendpatch.deploy.logs import SMOOTHQUANT_MARKER, load_rules, triage
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level
 
@@ -39,8 +39,6 @@ try:
 except BaseException as exc:
     print(json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}))
 """
-MARKER = re.compile(r"\[smooth-w8a8\] loaded (\d+) smooth scale vectors")
-TP_SIZE = re.compile(r"tensor_parallel_size=(\d+)")
 UNKNOWN_ENV = "Unknown vLLM environment variable detected: {name}"
 
 
@@ -96,14 +94,15 @@ def check(artifact: Artifact, applied: bool, enabled: bool, python: Path | None,
 
 
 def check_serve_log(text: str, expected_tp: int | None) -> CheckResult:
-    found = [int(n) for n in MARKER.findall(text)]
-    tp_match = TP_SIZE.search(text)
-    tp = int(tp_match.group(1)) if tp_match else (expected_tp or 1)
-    if len(found) >= tp:
+    """The drop-in's marker once per TP rank, counted by the serve-log triage."""
+    result = triage(text.splitlines(), load_rules([SMOOTHQUANT_MARKER]))
+    seen = result.markers.get(str(SMOOTHQUANT_MARKER["id"]), 0)
+    tp = result.tp_size or expected_tp or 1
+    if seen >= tp:
         return CheckResult("serve-log:smoothquant", "smoothquant", Level.OK,
                            f"serve log: '[smooth-w8a8] loaded N smooth scale vectors' on all "
-                           f"{tp} TP rank(s) ({', '.join(map(str, found))})")
+                           f"{tp} TP rank(s) ({seen} line(s))")
     return CheckResult("serve-log:smoothquant", "smoothquant", Level.FAIL,
-                       f"serve log: the SmoothQuant line appears {len(found)} time(s) for "
+                       f"serve log: the SmoothQuant line appears {seen} time(s) for "
                        f"tensor_parallel_size={tp}: a rank runs without smooth scales; fix: "
                        f"check the drop-in and VLLM_ASCEND_SMOOTH_SCALES on every rank")

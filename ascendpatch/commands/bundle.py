@@ -25,14 +25,12 @@ def source_tree() -> Path:
                                 "does)")
 
 
-def run(folder: Path, python_version: str | None = None) -> CommandResult:
+def run(folder: Path) -> CommandResult:
     folder.mkdir(parents=True, exist_ok=True)
     steps = [["wheel", "--quiet", "--disable-pip-version-check", "-w", str(folder),
               str(source_tree())],
              ["download", "--quiet", "--disable-pip-version-check", "-d", str(folder),
               "pip-tools", "pip", "setuptools", "wheel"]]
-    if python_version:
-        steps[1] += ["--python-version", python_version, "--only-binary", ":all:"]
     for args in steps:
         proc = pipadapter.run_pip(args)
         if proc.returncode != 0:

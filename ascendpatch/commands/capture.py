@@ -15,6 +15,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch import diffwrite, releases
+from ascendpatch.audit import audit
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.diffpatch import analyze, apply_forward
@@ -30,17 +31,12 @@ from ascendpatch.store.state import Ledger, StateStore
 from ascendpatch.target import Distribution
 
 
-def _changed(dist: Distribution) -> list[str]:
-    """RECORD paths whose bytes differ from RECORD (or that are gone)."""
-    out = []
-    for rel, entry in dist.record.items():
-        if entry.hash is None:
-            continue
-        path = dist.location / rel
-        current = path.read_bytes() if path.is_file() else None
-        if current is None or sha256_bytes(current) != entry.sha256:
-            out.append(rel)
-    return out
+def _changed(ctx: Context, dist: Distribution) -> list[str]:
+    """RECORD paths whose bytes differ from RECORD or that are gone: the audit's check, for
+    this one distribution (findings are relative to the target root, RECORD to dist.location)."""
+    report = audit(ctx.target, {}, dists=[dist], orphans=False)
+    return [(ctx.target.root / f.path).relative_to(dist.location).as_posix()
+            for f in report.findings]
 
 
 def _pristine(dist: Distribution, rel: str, store: StateStore, ledger: Ledger,
@@ -135,7 +131,7 @@ def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | No
     output = output or Path(f"{aid}.patch")
     notes: list[str] = []
     with reading(ctx) as session:
-        changed = _changed(dist)
+        changed = _changed(ctx, dist)
         if not changed:
             return _nothing(dist, "every file matches its RECORD; nothing to capture")
         items = _items(ctx, dist, changed, session.store, session.store.load_ledger(), source,

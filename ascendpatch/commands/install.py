@@ -18,7 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from ascendpatch import installplan, pipadapter
-from ascendpatch.checks.pins import _pin_check
+from ascendpatch.checks.pins import pin_check
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.errors import InvalidInputError
@@ -39,8 +39,7 @@ def _parse(reqs: Sequence[str]) -> list[Requirement]:
 
 def _satisfied(req: Requirement, target: Target) -> bool:
     dist = target.get(req.name)
-    version = dist.parsed_version if dist else None
-    return version is not None and req.specifier.contains(version, prereleases=True)
+    return dist is not None and dist.satisfies(req.specifier)
 
 
 def wanted(ctx: Context, reqs: Sequence[str]) -> list[Requirement]:
@@ -126,7 +125,7 @@ def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Sou
 def _final_checks(ctx: Context, after: Target, requested: list[Requirement],
                   no_deps: set[str], markers: dict[str, str]) -> list[CheckResult]:
     """Afterwards: one line per pin and requirement, and what --no-deps packages leave unmet."""
-    lines = [_pin_check(pin, after) for pin in ctx.manifest.stack.packages]
+    lines = [pin_check(pin, after) for pin in ctx.manifest.stack.packages]
     pinned = {canonicalize_name(p.name) for p in ctx.manifest.stack.packages}
     for req in requested:
         name = canonicalize_name(req.name)

@@ -10,7 +10,6 @@ them. ``ascendpatch install --lock FILE`` installs it with ``--require-hashes``.
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import tempfile
 from argparse import Namespace
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ascendpatch import installplan, pipadapter
+from ascendpatch import data, installplan, pipadapter
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.errors import InvalidInputError
@@ -29,17 +28,10 @@ from ascendpatch.store import atomic
 DEFAULT_UNSAFE = ("pip", "setuptools", "distribute")
 
 
-def cache_root() -> Path:
-    explicit = os.environ.get("ASCENDPATCH_CACHE")
-    base = Path(explicit) if explicit else Path(os.environ.get(
-        "XDG_CACHE_HOME", Path.home() / ".cache")) / "ascendpatch"
-    return base
-
-
 def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
     """A venv of the target's Python with pip-tools, created once and reused."""
     key = hashlib.sha256(f"{python}|{version}".encode()).hexdigest()[:16]
-    venv = cache_root() / "piptools" / key
+    venv = data.cache_dir() / "piptools" / key
     compile_bin = venv / "bin" / "pip-compile"
     if compile_bin.exists():
         return compile_bin

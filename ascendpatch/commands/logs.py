@@ -7,15 +7,10 @@ from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch.commands import context
-from ascendpatch.deploy.logs import Finding, Rule, Triage, load_rules, triage
+from ascendpatch.deploy.logs import SMOOTHQUANT_MARKER, Finding, Rule, Triage, load_rules, triage
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.manifest.model import Manifest
 from ascendpatch.results import CheckResult, CommandResult, Level
-
-SMOOTH_MARKER = {"id": "smoothquant-scales", "class": "marker", "per_rank": True,
-                 "pattern": r"\[smooth-w8a8\] loaded \d+ smooth scale vectors",
-                 "message": "SmoothQuant scales loaded ([smooth-w8a8] loaded N smooth scale "
-                            "vectors)"}
 
 
 def _excerpt(line: str, width: int = 160) -> str:
@@ -27,31 +22,31 @@ def _times(finding: Finding) -> str:
     return f" ({finding.count}x)" if finding.count > 1 else ""
 
 
-def _lines(name: str, result: Triage, rules: list[Rule], required: set[str]) \
-        -> list[CheckResult]:
+def _finding(cid: str, level: Level, name: str, f: Finding, what: str, tail: str) \
+        -> CheckResult:
+    return CheckResult(cid, "logs", level, f"{name}:{f.line_no}: {what}{_times(f)}{tail}",
+                       data={"line": f.line_no, "count": f.count})
+
+
+def _lines(name: str, result: Triage, rules: list[Rule], required: set[str],
+           tp_size: int) -> list[CheckResult]:
     out = []
     for f in result.faults:
         assert f.rule is not None
-        out.append(CheckResult(f"fault:{f.rule.id}", "logs", Level.FAIL,
-                               f"{name}:{f.line_no}: {f.rule.id}{_times(f)}: "
-                               f"{_excerpt(f.line)}; fix: {f.rule.text}",
-                               data={"line": f.line_no, "count": f.count}))
+        out.append(_finding(f"fault:{f.rule.id}", Level.FAIL, name, f, f.rule.id,
+                            f": {_excerpt(f.line)}; fix: {f.rule.text}"))
     for f in result.benign:
         assert f.rule is not None
-        out.append(CheckResult(f"benign:{f.rule.id}", "logs", Level.OK,
-                               f"{name}:{f.line_no}: known-benign{_times(f)}: "
-                               f"{_excerpt(f.line, 100)} ({f.rule.text})",
-                               data={"line": f.line_no, "count": f.count}))
+        out.append(_finding(f"benign:{f.rule.id}", Level.OK, name, f, "known-benign",
+                            f": {_excerpt(f.line, 100)} ({f.rule.text})"))
     for f in result.unknown:
-        out.append(CheckResult("unknown", "logs", Level.WARN,
-                               f"{name}:{f.line_no}: unknown{_times(f)}, for a human: "
-                               f"{_excerpt(f.line)}", data={"line": f.line_no,
-                                                            "count": f.count}))
+        out.append(_finding("unknown", Level.WARN, name, f, "unknown",
+                            f", for a human: {_excerpt(f.line)}"))
     for rule in rules:
         if rule.kind != "marker" or rule.id not in required:
             continue
         seen = result.markers.get(rule.id, 0)
-        need = result.tp_size if rule.per_rank else 1
+        need = tp_size if rule.per_rank else 1
         ok = seen >= need
         ranks = f" on {need} TP rank(s)" if rule.per_rank else ""
         text = (f"{name}: {rule.text}{ranks}" if ok else
@@ -61,6 +56,10 @@ def _lines(name: str, result: Triage, rules: list[Rule], required: set[str]) \
     return out
 
 
+def manifest_tp_size(manifest: Manifest) -> int:
+    return int(manifest.launch.get("tensor_parallel_size") or 1)
+
+
 def run(manifest: Manifest, paths: list[Path], enabled_extra: tuple[str, ...] = ()) \
         -> CommandResult:
     extra = list(manifest.log_rules)
@@ -68,8 +67,8 @@ def run(manifest: Manifest, paths: list[Path], enabled_extra: tuple[str, ...] = 
     smooth = [a for a in manifest.artifacts if a.options.get("scales_env")
               and (a.enabled or a.id in enabled_extra)]
     if smooth:
-        extra.append(SMOOTH_MARKER)
-        required.add(str(SMOOTH_MARKER["id"]))
+        extra.append(SMOOTHQUANT_MARKER)
+        required.add(str(SMOOTHQUANT_MARKER["id"]))
     required |= {str(r["id"]) for r in manifest.log_rules if r.get("class") == "marker"}
     rules = load_rules(extra)
     results: list[CheckResult] = []
@@ -78,7 +77,9 @@ def run(manifest: Manifest, paths: list[Path], enabled_extra: tuple[str, ...] = 
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError as exc:
             raise InvalidInputError(f"log {path} cannot be read ({exc})") from None
-        results += _lines(str(path), triage(lines, rules), rules, required)
+        result = triage(lines, rules)
+        results += _lines(str(path), result, rules, required,
+                          result.tp_size or manifest_tp_size(manifest))
     faults = sum(1 for r in results if r.level is Level.FAIL)
     summary = (f"logs: {faults} fault(s) or missing marker(s)" if faults else
                "logs: no known fault; markers present")

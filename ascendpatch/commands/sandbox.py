@@ -15,9 +15,8 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-from ascendpatch import pipadapter, standins
+from ascendpatch import data, pipadapter, standins
 from ascendpatch.commands import context
-from ascendpatch.commands.lock import cache_root
 from ascendpatch.errors import RefusedError
 from ascendpatch.pipadapter import ONLINE, PipError, Source
 from ascendpatch.results import CheckResult, CommandResult, Level
@@ -33,7 +32,7 @@ def is_sandbox(prefix: str | None) -> bool:
 
 def _wheel(version: str, source: Source) -> Path:
     folders = [source.wheelhouse] if source.wheelhouse else []
-    cache = cache_root() / "wheels"
+    cache = data.cache_dir() / "wheels"
     for folder in [*folders, cache]:
         found = sorted(folder.glob(f"vllm_ascend-{version}-*.whl")) if folder.is_dir() else []
         if found:

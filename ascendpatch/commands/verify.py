@@ -9,6 +9,7 @@ from pathlib import Path
 from ascendpatch.checks import cann, deps, envvars, pins, plugins, probes, smoothquant
 from ascendpatch.commands import context, sandbox
 from ascendpatch.commands.context import Context
+from ascendpatch.commands.logs import manifest_tp_size
 from ascendpatch.engine import status_of
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.planner import evaluate, prepare, select
@@ -80,8 +81,7 @@ def _model_checks(ctx: Context, applied: set[str], npu_stack: bool,
         except OSError as exc:
             raise InvalidInputError(f"--serve-log {serve_log} cannot be read ({exc})") from None
         if any(a.id in applied for a in smooth):
-            tp = manifest.launch.get("tensor_parallel_size")
-            results.append(smoothquant.check_serve_log(text, int(tp) if tp else None))
+            results.append(smoothquant.check_serve_log(text, manifest_tp_size(manifest)))
     return results
 
 

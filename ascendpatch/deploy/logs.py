@@ -15,6 +15,13 @@ import yaml
 from ascendpatch.errors import InvalidInputError
 
 _LEVEL = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b")
+_TP_SIZE = re.compile(r"tensor_parallel_size=(\d+)")
+
+# The line the SmoothQuant drop-in logs on every tensor-parallel rank (field note 003).
+SMOOTHQUANT_MARKER: dict[str, Any] = {
+    "id": "smoothquant-scales", "class": "marker", "per_rank": True,
+    "pattern": r"\[smooth-w8a8\] loaded \d+ smooth scale vectors",
+    "message": "SmoothQuant scales loaded ([smooth-w8a8] loaded N smooth scale vectors)"}
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,7 @@ class Triage:
     benign: list[Finding] = field(default_factory=list)
     unknown: list[Finding] = field(default_factory=list)
     markers: dict[str, int] = field(default_factory=dict)
-    tp_size: int = 1
+    tp_size: int | None = None  # from the engine's config line, when the log has it
 
 
 def _compile(raw: Mapping[str, Any], kind: str, origin: str) -> Rule:
@@ -84,9 +91,9 @@ def triage(lines: Sequence[str], rules: Sequence[Rule]) -> Triage:
     markers = [r for r in rules if r.kind == "marker"]
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\n")
-        tp = re.search(r"tensor_parallel_size=(\d+)", line)
+        tp = _TP_SIZE.search(line)
         if tp:
-            result.tp_size = max(result.tp_size, int(tp.group(1)))
+            result.tp_size = max(result.tp_size or 0, int(tp.group(1)))
         for rule in markers:
             if rule.pattern.search(line):
                 result.markers[rule.id] = result.markers.get(rule.id, 0) + 1

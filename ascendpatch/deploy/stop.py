@@ -119,7 +119,7 @@ def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = t
     if root is not None:
         scope = {root.sid, root.pgid} - {procs.own_group(), 0}
     if pid is not None:
-        if procs.read(pid) is None:
+        if root is None:
             report.say("OK", f"PID {pid} is not running (already stopped)")
         elif pid in protected:
             report.say("FAIL", f"PID {pid} is this ascendpatch process or one of its parents: "

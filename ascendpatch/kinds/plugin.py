@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.hashing import hex_to_record, sha256_bytes
+from ascendpatch.hashing import record_text
 from ascendpatch.kinds.base import Content, FilePlan, FileStatus, KindContext
 from ascendpatch.kinds.dropin import read_source
 
@@ -77,9 +77,7 @@ def plugin_layout(ctx: KindContext) -> dict[str, bytes]:
             f"[{PLUGIN_GROUP}]\n{ctx.artifact.id} = ascendpatch_plugin_{name}:register\n"
         ).encode(),
     }
-    rows = [f"{rel},{hex_to_record(sha256_bytes(data))},{len(data)}"
-            for rel, data in files.items()]
-    files[f"{dist_info}/RECORD"] = ("\n".join([*rows, f"{dist_info}/RECORD,,"]) + "\n").encode()
+    files[f"{dist_info}/RECORD"] = record_text(files, f"{dist_info}/RECORD").encode()
     return files
 
 

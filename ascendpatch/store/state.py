@@ -214,17 +214,17 @@ class StateStore:
     def _restore(self, entry: dict[str, Any]) -> bool:
         path = Path(entry["path"])
         before = entry["before"]
-        current = sha256_file(path) if path.is_file() else None
-        if path.is_symlink() and before is None:
-            current = "link"  # a link this run created: remove it
         atomic.drop_bytecode(path)
-        if current == before:
-            return False
-        if before is None:
+        if before is None:  # the run created it: remove whatever entry is there (even a link
+            if not (path.is_symlink() or path.exists()):  # whose blob was not written yet)
+                return False
             atomic.remove(path)
             if entry.get("prune_to"):
                 atomic.prune_empty(path.parent, Path(entry["prune_to"]))
             return True
+        current = sha256_file(path) if path.is_file() else None
+        if current == before:
+            return False
         data = self.read_backup(before)
         if data is None:
             raise AscendpatchError(
