@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from ascendpatch import data, pipadapter
 from ascendpatch.errors import AscendpatchError
 from ascendpatch.pipadapter import Source
+from ascendpatch.store import atomic
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
@@ -98,14 +99,18 @@ def _download_sdist(name: str, version: str, folder: Path) -> Path | None:
             continue
         url = urllib.parse.urljoin(f"{index_url()}/{canonicalize_name(name)}/",
                                    str(entry["url"]))
-        with urllib.request.urlopen(url, timeout=600) as resp:
-            data = resp.read()
+        try:
+            with urllib.request.urlopen(url, timeout=600) as resp:
+                data = resp.read()
+        except (urllib.error.URLError, OSError) as exc:
+            raise ReleaseError(f"cannot download {filename} from {index_url()}: {exc}",
+                               fix="use --wheelhouse DIR holding it (and --offline)") from None
         hashes = entry.get("hashes")
         expected = hashes.get("sha256") if isinstance(hashes, dict) else None
         if expected and hashlib.sha256(data).hexdigest() != expected:
             raise ReleaseError(f"{filename}: sha256 differs from the index's")
         path = folder / filename
-        path.write_bytes(data)
+        atomic.write_atomic(path, data, mode=0o644)
         return path
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -146,3 +147,98 @@ def test_capture_never_swallows_an_existing_patch(tmp_path: Path) -> None:
     applied = run_cli("--python", second, "--manifest", manifest, "apply")  # catalog + capture
     assert applied.code == 0, applied.out
     assert (wheels.site_packages(second) / wheels.SAMPLER).read_bytes() == sampler.read_bytes()
+
+
+# --------------------------------------------------------------------------- failure paths
+
+
+def test_capture_into_a_malformed_manifest_changes_nothing(tmp_path: Path) -> None:
+    python = wheels.venv_with(tmp_path / "edited", "0.18.0")
+    _edit(wheels.site_packages(python) / wheels.SAMPLER)
+    manifest = tmp_path / "broken.yaml"
+    manifest.write_text("name: x\nartifacts: [\n")
+    patch = tmp_path / "local.patch"
+    result = run_cli("--python", python, "capture", "vllm-ascend", "--output", patch,
+                     "--manifest-out", manifest, *HOUSE)
+    assert result.code == 2
+    assert f"{manifest}: malformed YAML" in result.err and len(result.err.splitlines()) == 1
+    assert not patch.exists() and manifest.read_text() == "name: x\nartifacts: [\n"
+
+
+def test_port_write_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the manifest cannot be written, the new patch is not left behind either."""
+    from ascendpatch.store import atomic
+
+    data = tmp_path / "data"
+    shutil.copytree(REPO / "manifests", data / "manifests")
+    shutil.copytree(REPO / "patches", data / "patches")
+    monkeypatch.setenv("ASCENDPATCH_DATA_DIR", str(data))
+    house = tmp_path / "house"
+    _fake_release(house, "0.99.1", b"# moved\n" * 4 + wheels.wheel_member("0.26.0rc1",
+                                                                          wheels.SAMPLER))
+    catalog = data / "manifests/default.yaml"
+    before = catalog.read_text()
+    real = atomic.write_atomic
+
+    def failing(path: Path, payload: bytes, mode: int | None = None) -> None:
+        if path == catalog:
+            raise OSError(30, "Read-only file system", str(path))
+        real(path, payload, mode)
+
+    monkeypatch.setattr(atomic, "write_atomic", failing)
+    result = run_cli("port", "sampler-topk-topp-fallback", "--to", "0.99.1", "--write",
+                     "--offline", "--wheelhouse", house)
+    assert result.code == 1
+    assert "neither was changed" in result.err and len(result.err.splitlines()) == 1
+    assert catalog.read_text() == before
+    assert not (data / "patches/vllm-ascend/sampler-topk-topp-fallback/0.99.1.patch").exists()
+
+
+def test_failed_sandbox_leaves_no_half_folder(tmp_path: Path) -> None:
+    bad = tmp_path / "bad-house"
+    bad.mkdir()
+    (bad / wheels.wheel("0.18.0").name).write_bytes(b"not a zip")
+    sandbox = tmp_path / "sandbox"
+    failed = run_cli("sandbox", sandbox, "--wheelhouse", bad, "--offline")
+    assert failed.code == 1 and "cannot install" in failed.err
+    assert not sandbox.exists()
+    good = run_cli("sandbox", sandbox, "--wheelhouse", wheels.WHEELS, "--offline")
+    assert good.code == 0, good.err  # not refused as "exists and is not a sandbox"
+
+
+def test_sdist_download_failure_is_one_line_exit_1(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index that lists the sdist but cannot serve it (a broken mirror)."""
+    import http.server
+    import json
+    import threading
+
+    class Mirror(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.startswith("/simple/vllm-ascend/"):
+                body = json.dumps({"files": [{"filename": "vllm_ascend-0.27.1rc1.tar.gz",
+                                              "url": "/files/vllm_ascend-0.27.1rc1.tar.gz",
+                                              "hashes": {}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self.send_response(404)
+                self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Mirror)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_address[1]}/simple")
+    try:
+        result = run_cli("port", "sampler-topk-topp-fallback", "--to", "0.27.1rc1")
+    finally:
+        server.shutdown()
+    assert result.code == 1, result.err
+    assert "cannot download vllm_ascend-0.27.1rc1.tar.gz" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    cache = Path(os.environ["ASCENDPATCH_CACHE"]) / "releases"
+    assert not list(cache.glob("*.tar.gz"))

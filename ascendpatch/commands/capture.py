@@ -27,6 +27,7 @@ from ascendpatch.manifest import edit
 from ascendpatch.pipadapter import Source
 from ascendpatch.planner import context_for
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.store import atomic
 from ascendpatch.store.state import Ledger, StateStore
 from ascendpatch.target import Distribution
 
@@ -140,15 +141,19 @@ def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | No
         return _nothing(dist, "only catalog patches differ; nothing new to capture")
     header = (f"ascendpatch capture of {dist.name} {dist.version}\n"
               f"Files: {', '.join(rel for rel, _o, _n in items)}")
-    output.write_text(diffwrite.patch_text(header, items))
+    text = diffwrite.patch_text(header, items)
     lines = [CheckResult(f"file:{rel}", "capture", Level.OK,
                          f"captured {rel} ({'deleted' if new is None else 'changed'})")
              for rel, _old, new in items]
     lines += [CheckResult("note", "capture", Level.OK, note) for note in notes]
+    if manifest_out is None:
+        atomic.write_atomic(output, text.encode("utf-8"))
+    else:  # the manifest edit is validated first; then patch and entry are written together
+        manifest_text, verb = edit.put_artifact(
+            manifest_out, _entry(aid, dist, output, manifest_out, items), f"captured-{dist.name}")
+        edit.write_with_patch(manifest_out, manifest_text, output, text)
     lines.append(CheckResult("patch", "capture", Level.OK, f"wrote {output}"))
     if manifest_out is not None:
-        verb = edit.put_artifact(manifest_out, _entry(aid, dist, output, manifest_out, items),
-                                 f"captured-{dist.name}")
         lines.append(CheckResult("manifest", "capture", Level.OK,
                                  f"{verb} artifact {aid} in {manifest_out}"))
     return CommandResult("capture", tuple(lines))

@@ -19,6 +19,7 @@ from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
 from ascendpatch.pipadapter import Source
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.store import atomic
 
 _LEVEL = {porting.EXACT: Level.OK, porting.OFFSET: Level.WARN, porting.OBSOLETE: Level.WARN,
           porting.CONFLICT: Level.FAIL, porting.GONE: Level.FAIL}
@@ -104,6 +105,7 @@ def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, wo
     patches = load_patch(source_path)
     same = all(sha256_bytes(files[p.path] or b"") in _before(variant, p.path) for p in patches)
     new_variant: dict[str, object] = {"versions": f"=={to}"}
+    out, text = None, ""
     if same:  # identical upstream content: the same patch serves, the specifier widens
         new_variant.update(source=variant.source, targets=list(variant.targets),
                            sha256={k: {"before": list(h.before), "after": list(h.after)}
@@ -117,12 +119,16 @@ def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, wo
                   f"Ported by 'ascendpatch port {artifact.id} --to {to}' from variant "
                   f"{variant.versions}.")
         out = source_path.with_name(f"{to}.patch")
-        out.write_text(diffwrite.patch_text(header, items))
+        text = diffwrite.patch_text(header, items)
         rel = os.path.relpath(out, artifact.origin.parent)
         new_variant.update(source=rel, targets=[p for p, _o, _n in items],
                            sha256={p: {"before": [sha256_bytes(o or b"")],
                                        "after": [sha256_bytes(n or b"")]} for p, o, n in items})
-    edit.add_variant(artifact.origin, artifact.id, new_variant)
+    manifest_text = edit.add_variant(artifact.origin, artifact.id, new_variant)
+    if out is None:
+        atomic.write_atomic(artifact.origin, manifest_text.encode("utf-8"))
+    else:
+        edit.write_with_patch(artifact.origin, manifest_text, out, text)
     return CheckResult("write", "port", Level.OK,
                        f"added variant =={to} to {artifact.id} in {artifact.origin}"
                        + ("" if same else f" (new patch {new_variant['source']})"))

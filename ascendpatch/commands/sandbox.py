@@ -10,10 +10,12 @@ CANN checks as skipped (there is no CANN on this host) instead of failing.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from argparse import Namespace
 from pathlib import Path
+from typing import Any
 
 from ascendpatch import data, pipadapter, standins
 from ascendpatch.commands import context
@@ -49,20 +51,7 @@ def _wheel(version: str, source: Source) -> Path:
     return sorted(cache.glob(f"vllm_ascend-{version}-*.whl"))[0]
 
 
-def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
-        -> CommandResult:
-    marker = folder / MARKER
-    python = folder / "bin" / "python"
-    if marker.is_file():
-        existing = json.loads(marker.read_text())
-        return CommandResult("sandbox", (CheckResult(
-            "sandbox", "sandbox", Level.OK,
-            f"sandbox {folder} already exists (vllm-ascend {existing['vllm_ascend']}, "
-            f"{len(existing['standins'])} stand-ins); target: --python {python}"),))
-    if folder.exists() and any(folder.iterdir()):
-        raise RefusedError(f"{folder} exists and is not an ascendpatch sandbox; not touching it",
-                           fix="choose an empty or new folder")
-    wheel = _wheel(version, source)
+def _build(folder: Path, python: Path, wheel: Path, version: str) -> dict[str, Any]:
     made = subprocess.run([sys.executable, "-m", "venv", str(folder)], capture_output=True,
                           text=True, check=False)
     if made.returncode != 0:
@@ -80,7 +69,43 @@ def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
            "standins": [f"{n}=={v}" for n, v in made_standins],
            "note": "simulated NPU stack: stand-ins are metadata (and tiny torch / torch_npu "
                    "modules) only; nothing here runs on an NPU"}
-    marker.write_text(json.dumps(doc, indent=1) + "\n")  # written last: marks a complete sandbox
+    (folder / MARKER).write_text(json.dumps(doc, indent=1) + "\n")  # last: marks it complete
+    return doc
+
+
+def _undo(folder: Path, created: bool) -> None:
+    """After a failed build: nothing half-built is left for the next run to refuse."""
+    if created:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for child in folder.iterdir() if folder.is_dir() else ():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
+def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
+        -> CommandResult:
+    marker = folder / MARKER
+    python = folder / "bin" / "python"
+    if marker.is_file():
+        existing = json.loads(marker.read_text())
+        return CommandResult("sandbox", (CheckResult(
+            "sandbox", "sandbox", Level.OK,
+            f"sandbox {folder} already exists (vllm-ascend {existing['vllm_ascend']}, "
+            f"{len(existing['standins'])} stand-ins); target: --python {python}"),))
+    if folder.exists() and any(folder.iterdir()):
+        raise RefusedError(f"{folder} exists and is not an ascendpatch sandbox; not touching it",
+                           fix="choose an empty or new folder")
+    wheel = _wheel(version, source)
+    created = not folder.exists()  # (an existing folder is empty: a non-empty one is refused)
+    try:
+        doc = _build(folder, python, wheel, version)
+    except BaseException:
+        _undo(folder, created)
+        raise
+    made_standins = doc["standins"]
     lines = (
         CheckResult("sandbox:venv", "sandbox", Level.OK, f"venv {folder}"),
         CheckResult("sandbox:wheel", "sandbox", Level.OK,

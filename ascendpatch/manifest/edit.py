@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ascendpatch.errors import InvalidInputError
+from ascendpatch.errors import InvalidInputError, ManifestError, RefusedError
 from ascendpatch.manifest import loader
 from ascendpatch.store import atomic
 
@@ -56,8 +56,15 @@ def _after_sequence(seq: yaml.SequenceNode) -> int:
     return line
 
 
-def add_variant(path: Path, artifact_id: str, variant: dict[str, Any]) -> None:
-    text = path.read_text(encoding="utf-8")
+def _existing(path: Path) -> str:
+    """The manifest's text, after the loader checked it (malformed YAML: a one-line error)."""
+    loader.read_document(path)
+    return path.read_text(encoding="utf-8")
+
+
+def add_variant(path: Path, artifact_id: str, variant: dict[str, Any]) -> str:
+    """The manifest text with ``variant`` appended to the artifact's variants (validated)."""
+    text = _existing(path)
     node = _artifact_node(yaml.compose(text), artifact_id)
     variants = _mapping_get(node, "variants") if node is not None else None
     if not isinstance(variants, yaml.SequenceNode) or not variants.value:
@@ -65,16 +72,16 @@ def add_variant(path: Path, artifact_id: str, variant: dict[str, Any]) -> None:
                                 "extend")
     indent = variants.value[0].start_mark.column - 2
     block = _block([variant], indent)
-    write_checked(path, _insert_at_line(text, _after_sequence(variants), block))
+    return checked(path, _insert_at_line(text, _after_sequence(variants), block))
 
 
-def put_artifact(path: Path, artifact: dict[str, Any], manifest_name: str) -> str:
-    """Add (or replace, by id) an artifact; creates the manifest when it does not exist."""
+def put_artifact(path: Path, artifact: dict[str, Any], manifest_name: str) -> tuple[str, str]:
+    """(text, verb): the manifest with the artifact added or replaced by id, or a new manifest
+    holding it; validated, not written."""
     if not path.exists():
         doc = {"name": manifest_name, "extends": ["default"], "artifacts": [artifact]}
-        write_checked(path, yaml.safe_dump(doc, sort_keys=False, width=100))
-        return "created"
-    text = path.read_text(encoding="utf-8")
+        return checked(path, yaml.safe_dump(doc, sort_keys=False, width=100)), "created"
+    text = _existing(path)
     root = yaml.compose(text)
     existing = _artifact_node(root, str(artifact["id"]))
     if existing is not None:
@@ -84,24 +91,43 @@ def put_artifact(path: Path, artifact: dict[str, Any], manifest_name: str) -> st
             existing.end_mark.line + 1
         indent = existing.start_mark.column - 2
         new = "".join(lines[:start]) + _block([artifact], indent) + "".join(lines[end:])
-        write_checked(path, new)
-        return "updated"
+        return checked(path, new), "updated"
     artifacts = _mapping_get(root, "artifacts") if isinstance(root, yaml.MappingNode) else None
     if isinstance(artifacts, yaml.SequenceNode) and artifacts.value:
         indent = artifacts.value[0].start_mark.column - 2
-        write_checked(path, _insert_at_line(text, _after_sequence(artifacts),
-                                            _block([artifact], indent)))
+        new = _insert_at_line(text, _after_sequence(artifacts), _block([artifact], indent))
     else:
-        write_checked(path, text.rstrip("\n") + "\nartifacts:\n" + _block([artifact], 2))
-    return "added"
+        new = text.rstrip("\n") + "\nartifacts:\n" + _block([artifact], 2)
+    return checked(path, new), "added"
 
 
-def write_checked(path: Path, text: str) -> None:
-    """Validate the edited manifest in a sibling temp file, then replace atomically."""
+def checked(path: Path, text: str) -> str:
+    """``text`` once it validates as the manifest at ``path`` (a sibling probe file, so that
+    relative sources and extends resolve as they will); problems name ``path`` itself."""
     probe = path.with_name(f".{path.stem}.check{path.suffix}")
     probe.write_text(text, encoding="utf-8")
     try:
         loader.load(str(probe))
+    except ManifestError as exc:
+        raise ManifestError([p.replace(str(probe), str(path)) for p in exc.problems]) from None
     finally:
         probe.unlink()
-    atomic.write_atomic(path, text.encode("utf-8"))
+    return text
+
+
+def write_with_patch(manifest: Path, text: str, patch: Path, patch_text: str) -> None:
+    """Write a patch and the manifest entry that names it, both or neither."""
+    existed = patch.read_bytes() if patch.exists() else None
+    try:
+        atomic.write_atomic(patch, patch_text.encode("utf-8"))
+        try:
+            atomic.write_atomic(manifest, text.encode("utf-8"))
+        except BaseException:
+            if existed is None:
+                atomic.remove(patch)
+            else:
+                atomic.write_atomic(patch, existed)
+            raise
+    except OSError as exc:
+        raise RefusedError(f"cannot write {patch} and {manifest} ({exc}); neither was changed",
+                           fix="run where the manifest and patch folders are writable") from None
