@@ -52,6 +52,17 @@ __version__ = "{version}"
 TORCH_NPU_OPS = ("npu_top_k_top_p", "npu_dynamic_quant", "npu_quant_matmul")
 
 
+def is_standin(metadata_dir: Path) -> bool:
+    """Whether this installed distribution is one of ours (its INSTALLER says so)."""
+    try:
+        return (metadata_dir / "INSTALLER").read_text().strip() == INSTALLER
+    except OSError:
+        return False
+
+
+LABEL = " (stand-in: simulated, no NPU)"
+
+
 def torch_npu_body(ops: Iterable[str] = TORCH_NPU_OPS, import_error: str | None = None) -> str:
     if import_error is not None:
         return f"raise ImportError({import_error!r})\n"

@@ -112,7 +112,9 @@ def _probe_env(tmp_path: Path, vllm_ascend: str, npu_body: str) -> Path:
 
 
 @pytest.mark.parametrize("body, expected", [
-    (torch_npu_body(), "[OK] torch_npu.npu_top_k_top_p present (the sampler (top-k/top-p))"),
+    # the stand-in says what it is: an OK line never passes a simulated operator off as real
+    (torch_npu_body(), "[OK] torch_npu.npu_top_k_top_p present (the sampler (top-k/top-p)) "
+                       "(stand-in: simulated, no NPU)"),
     (torch_npu_body(["npu_dynamic_quant", "npu_quant_matmul"]),
      "[FAIL] torch_npu.npu_top_k_top_p missing: the first top_p<1 request will kill EngineCore; "
      "fix: ascendpatch apply sampler-topk-topp-fallback"),

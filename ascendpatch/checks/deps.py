@@ -9,6 +9,7 @@ from __future__ import annotations
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from ascendpatch import standins
 from ascendpatch.manifest.model import Manifest
 from ascendpatch.reqs import applicable
 from ascendpatch.results import CheckResult, Level
@@ -47,9 +48,11 @@ def check(manifest: Manifest, target: Target) -> list[CheckResult]:
                 f"{dist.name} {dist.version} requires {len(missing)} package(s) that are not "
                 f"installed: {', '.join(missing)}", data={"missing": missing}))
     if not any(p.level is Level.FAIL for p in problems):
+        fake = sum(1 for d in target.distributions.values() if standins.is_standin(d.metadata_dir))
+        note = f", {fake} of them stand-ins (simulated)" if fake else ""
         problems.insert(0, CheckResult("deps", "dependencies", Level.OK,
                                        f"dependencies consistent ({len(target.distributions)} "
-                                       "distributions)"))
+                                       f"distributions{note})"))
     return problems
 
 

@@ -7,6 +7,7 @@ import contextlib
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from ascendpatch import standins
 from ascendpatch.manifest.model import Manifest, PackagePin
 from ascendpatch.results import CheckResult, Level
 from ascendpatch.target import Target
@@ -20,8 +21,9 @@ def pin_check(pin: PackagePin, target: Target) -> CheckResult:
                            f"{pin.name} is not installed; the stack pins {pin.name}"
                            f"{pin.specifier}{why}; fix: ascendpatch install")
     if dist.satisfies(pin.specifier):
+        label = standins.LABEL if standins.is_standin(dist.metadata_dir) else ""
         return CheckResult(f"pin:{pin.name}", "pin", Level.OK,
-                           f"{pin.name} {dist.version} matches {pin.specifier or 'any'}")
+                           f"{pin.name} {dist.version} matches {pin.specifier or 'any'}{label}")
     return CheckResult(f"pin:{pin.name}", "pin", Level.FAIL,
                        f"{pin.name} {dist.version} does not match {pin.specifier}{why}; fix: "
                        f"ascendpatch install (installs {pin.name}{pin.specifier})")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ascendpatch import inscript
+from ascendpatch import inscript, standins
 from ascendpatch.checks.cann import ATB_SETENV, TOOLKIT_SETENV
 from ascendpatch.manifest.model import version_in
 from ascendpatch.reqs import applicable
@@ -100,20 +100,22 @@ def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT) \
     if imported != "ok":
         return [CheckResult("probe:import", "probe", Level.FAIL,
                             explain_import_error(str(imported), target))]
-    results = [CheckResult("probe:import", "probe", Level.OK, "import torch_npu works")]
+    npu = target.get("torch-npu")
+    label = standins.LABEL if npu is not None and standins.is_standin(npu.metadata_dir) else ""
+    results = [CheckResult("probe:import", "probe", Level.OK, f"import torch_npu works{label}")]
     lib = doc["imports"].get("vllm_ascend_C")
     if lib not in (None, "ok"):
         results.append(CheckResult("probe:vllm_ascend_C", "probe", Level.WARN,
                                    f"vllm-ascend's op library does not load: {lib}"))
     for op in ops:
-        results.append(_op_result(op, bool(doc["ops"].get(op.name)), applied))
+        results.append(_op_result(op, bool(doc["ops"].get(op.name)), applied, label))
     return results
 
 
-def _op_result(op: Operator, present: bool, applied: set[str]) -> CheckResult:
+def _op_result(op: Operator, present: bool, applied: set[str], label: str = "") -> CheckResult:
     cid = f"probe:{op.name}"
     if present:
-        return CheckResult(cid, "probe", Level.OK, f"{op.name} present ({op.used_by})")
+        return CheckResult(cid, "probe", Level.OK, f"{op.name} present ({op.used_by}){label}")
     if op.fallback == "upstream guard":
         return CheckResult(cid, "probe", Level.WARN,
                            f"{op.name} missing; {op.used_by} falls back upstream")

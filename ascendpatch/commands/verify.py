@@ -107,8 +107,11 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
                or a.id in applied]
     results += envvars.required(in_play, env) if has_python else []
     failed = sum(1 for r in results if r.level is Level.FAIL)
-    summary = (f"verify: {failed} problem(s) on {target.describe()}" if failed else
-               f"verify: {target.describe()} is in the state manifest {manifest.name} describes")
+    simulated = " (sandbox: the NPU stack is simulated)" if sandbox.is_sandbox(target.prefix) \
+        else ""
+    summary = (f"verify: {failed} problem(s) on {target.describe()}{simulated}" if failed else
+               f"verify: {target.describe()} is in the state manifest {manifest.name} "
+               f"describes{simulated}")
     return CommandResult("verify", tuple(results), summary=summary)
 
 
