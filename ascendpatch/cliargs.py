@@ -138,6 +138,8 @@ def _stop(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-vllm", action="store_true",
                    help="also stop every vLLM process of this user, even with a live parent "
                         "(default: only the server's own and re-parented ones)")
+    p.add_argument("--force-user", action="store_true",
+                   help="also signal processes of other users (refused by default)")
 
 
 def _capture(p: argparse.ArgumentParser) -> None:

@@ -1,49 +1,109 @@
-"""``ascendpatch stop [--pidfile F | --pid N] [--grace SECONDS]``."""
+"""``ascendpatch stop [--pidfile F | --pid N] [--grace SECONDS] [--all-vllm] [--force-user]``."""
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch.deploy import procs
-from ascendpatch.deploy.stop import stop
+from ascendpatch.deploy.stop import PID_MAX_LIMIT, StopReport, stop
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.results import CheckResult, CommandResult, Level
+
+PIDFILE_MAX = 64  # "4194303\n" with room for whitespace; anything longer is no pid file
+_ASCII_PID = re.compile(r"[0-9]+", re.ASCII)
+
+
+def _read_pidfile(pidfile: Path) -> str:
+    """The pid file's text, refusing FIFOs, devices and large or binary files. Its content is
+    never echoed: a pid file may be anything an attacker planted."""
+    try:
+        fd = os.open(pidfile, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise InvalidInputError(f"--pidfile {pidfile} cannot be read ({exc.strerror})") \
+            from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidInputError(f"--pidfile {pidfile} is not a regular file",
+                                    fix="point --pidfile at the file the server's PID was "
+                                        "written to")
+        data = os.read(fd, PIDFILE_MAX + 1)
+    finally:
+        os.close(fd)
+    if len(data) > PIDFILE_MAX:
+        raise InvalidInputError(f"--pidfile {pidfile} is not a pid file (more than "
+                                f"{PIDFILE_MAX} bytes)")
+    text = data.decode("ascii", errors="replace")
+    if any(not (char.isprintable() or char in " \t\r\n") or char == "\ufffd" for char in text):
+        raise InvalidInputError(f"--pidfile {pidfile} is not a pid file (binary or non-ASCII "
+                                "content)")
+    return text
+
+
+def check_pid(pid: int, origin: str) -> int:
+    if pid <= 0 or pid >= PID_MAX_LIMIT:
+        raise InvalidInputError(f"{origin}: {pid} is not a process id (1 to "
+                                f"{PID_MAX_LIMIT - 1})")
+    if pid == 1:
+        raise InvalidInputError(
+            f"{origin}: refusing PID 1: it is the init process (in a container, the container "
+            "itself); stopping it would stop everything",
+            fix="run `ascendpatch stop` without --pid to stop leftover vLLM processes, or "
+                "--all-vllm for every vLLM process")
+    return pid
 
 
 def _pid(pidfile: Path | None, pid: int | None) -> int | None:
     if pidfile is None:
-        return pid
-    try:
-        text = pidfile.read_text().strip()
-    except OSError as exc:
-        raise InvalidInputError(f"--pidfile {pidfile} cannot be read ({exc})") from None
-    if not text.isdigit():
-        raise InvalidInputError(f"--pidfile {pidfile} does not hold a process id ({text!r})")
-    return int(text)
+        return check_pid(pid, "--pid") if pid is not None else None
+    text = _read_pidfile(pidfile).strip()
+    if not _ASCII_PID.fullmatch(text):
+        raise InvalidInputError(f"--pidfile {pidfile} does not hold a process id (expected "
+                                "ASCII digits only)")
+    return check_pid(int(text), f"--pidfile {pidfile}")
 
 
-def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = False) \
-        -> CommandResult:
-    if grace < 0:
+def _zombie(proc: procs.Proc) -> CheckResult:
+    parent = procs.read(proc.ppid)
+    name = f"PID {proc.ppid} ({parent.title if parent else 'gone'})"
+    return CheckResult(
+        f"zombie:{proc.pid}", "stop", Level.WARN,
+        f"PID {proc.pid} ({proc.title}) is a zombie (state Z): it has exited, but the NPU "
+        f"driver may keep its device memory until it is reaped (vllm-project/vllm-ascend#9888); "
+        f"only its parent {name} can reap it (kill -9 cannot): stop or restart that parent, "
+        "then check npu-smi info")
+
+
+def _survivor(proc: procs.Proc, report: StopReport) -> CheckResult:
+    if proc.pid in report.denied:
+        why = "KILL was not permitted (EPERM: another user's process, or protected by the " \
+              "kernel or a security module)"
+    elif proc.state == "D":
+        why = "state D: uninterruptible I/O, probably waiting on the device driver"
+    else:
+        why = f"state {proc.state}"
+    return CheckResult(f"survivor:{proc.pid}", "stop", Level.FAIL,
+                       f"PID {proc.pid} ({proc.title}) is still running after KILL: {why}")
+
+
+def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = False,
+        force_user: bool = False) -> CommandResult:
+    if not grace >= 0:  # also NaN
         raise InvalidInputError("--grace must be 0 or more seconds")
-    report = stop(_pid(pidfile, pid), grace, everything=everything)
+    report = stop(_pid(pidfile, pid), grace, everything=everything, force_user=force_user)
     results = [CheckResult(f"stop:{i}", "stop", Level(level), text)
                for i, (level, text) in enumerate(report.events)]
-    for proc in report.zombies:
-        parent = procs.read(proc.ppid)
-        name = f"PID {proc.ppid} ({parent.title if parent else 'gone'})"
-        results.append(CheckResult(
-            f"zombie:{proc.pid}", "stop", Level.WARN,
-            f"PID {proc.pid} ({proc.title}) is a zombie (state Z): it has ended and holds no "
-            f"memory; only its parent {name} can reap it (kill -9 cannot)"))
-    for proc in report.survivors:
-        results.append(CheckResult(f"survivor:{proc.pid}", "stop", Level.FAIL,
-                                   f"PID {proc.pid} ({proc.title}) is still running after "
-                                   "KILL (uninterruptible I/O on the device?)"))
+    if report.refused:
+        return CommandResult("stop", tuple(results))
+    results += [_zombie(proc) for proc in report.zombies]
+    results += [_survivor(proc, report) for proc in report.survivors]
     if not report.survivors:
         results.append(CheckResult("stopped", "stop", Level.OK,
-                                   "no process of the server and no vLLM process is running"))
+                                   "nothing of the server and no leftover vLLM process is "
+                                   "running"))
     if report.npu_smi:
         results.append(CheckResult("npu-smi", "stop", Level.OK,
                                    "npu-smi info afterwards:\n" + report.npu_smi))
@@ -51,4 +111,5 @@ def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = 
 
 
 def from_args(args: Namespace) -> CommandResult:
-    return run(args.pidfile, args.pid, args.grace, args.all_vllm)
+    return run(args.pidfile, args.pid, args.grace, args.all_vllm,
+               getattr(args, "force_user", False))

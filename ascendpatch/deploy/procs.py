@@ -1,16 +1,18 @@
 """Processes from /proc: state (a zombie, state Z, has ended whatever `kill -0` says), parent,
-group, title. vLLM titles its processes VLLM::EngineCore / VLLM::Worker... (setproctitle); the
-kernel truncates comm to 15 characters ("VLLM::EngineCor"), so both comm and cmdline count."""
+group, session, owner, title. vLLM titles its processes VLLM::EngineCore / VLLM::Worker...
+(setproctitle); the kernel truncates comm to 15 characters ("VLLM::EngineCor"), so both comm
+and cmdline count. The API server itself is ``vllm serve`` (a python running the ``vllm``
+console script, or ``-m vllm.entrypoints...``)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
 VLLM_TITLES = ("VLLM::",)
+_SERVER_MODULES = ("vllm.entrypoints", "vllm_omni.entrypoints")
 
 
 @dataclass(frozen=True)
@@ -21,12 +23,16 @@ class Proc:
     sid: int
     state: str
     comm: str
-    cmdline: str
+    cmdline: str  # NUL-separated argv
     uid: int
 
     @property
     def zombie(self) -> bool:
         return self.state == "Z"
+
+    @property
+    def argv(self) -> list[str]:
+        return self.cmdline.split("\0") if self.cmdline else []
 
     @property
     def title(self) -> str:
@@ -38,21 +44,42 @@ class Proc:
 
     @property
     def is_vllm(self) -> bool:
+        """An engine or worker process (VLLM::... title)."""
         return self.comm.startswith(VLLM_TITLES) or self.cmdline.startswith(VLLM_TITLES)
+
+    @property
+    def is_vllm_server(self) -> bool:
+        """``vllm serve`` / the OpenAI API server module, or any VLLM:: titled process."""
+        if self.is_vllm:
+            return True
+        argv = self.argv
+        for index, arg in enumerate(argv[:4]):
+            if Path(arg).name == "vllm" and argv[index + 1:index + 2] == ["serve"]:
+                return True
+        return any(arg.startswith(_SERVER_MODULES) for arg in argv[:4])
+
+
+def _parse(pid: int, stat: str, cmdline: bytes, uid: int) -> Proc | None:
+    try:
+        comm = stat[stat.index("(") + 1: stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        return Proc(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], comm,
+                    cmdline.decode(errors="replace").rstrip("\0"), uid)
+    except (ValueError, IndexError):
+        return None
 
 
 def read(pid: int) -> Proc | None:
+    if pid <= 0:
+        return None
     base = PROC / str(pid)
     try:
         stat = (base / "stat").read_text()
-        cmdline = (base / "cmdline").read_bytes().decode(errors="replace")
+        cmdline = (base / "cmdline").read_bytes()
         uid = base.stat().st_uid
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    comm = stat[stat.index("(") + 1: stat.rindex(")")]
-    fields = stat[stat.rindex(")") + 2:].split()
-    return Proc(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], comm,
-                cmdline.rstrip("\0"), uid)
+    return _parse(pid, stat, cmdline, uid)
 
 
 def all_procs() -> list[Proc]:
@@ -88,11 +115,21 @@ def ancestors(pid: int) -> set[int]:
     """This process and its ancestors: never signalled."""
     out = set()
     proc = read(pid)
-    while proc is not None and proc.pid not in out and proc.pid > 1:
+    while proc is not None and proc.pid not in out and proc.pid > 0:
         out.add(proc.pid)
         proc = read(proc.ppid)
     return out
 
 
-def own_group() -> int:
-    return os.getpgid(0)
+def has_live_server_ancestor(proc: Proc, table: Mapping[int, Proc]) -> bool:
+    """Whether a live (not zombie) ``vllm serve`` or VLLM:: process is an ancestor of ``proc``:
+    then ``proc`` belongs to a running server, whatever the parent's PID (in a container the
+    server itself is often PID 1)."""
+    seen = {proc.pid}
+    parent = table.get(proc.ppid)
+    while parent is not None and parent.pid not in seen:
+        if parent.is_vllm_server and not parent.zombie:
+            return True
+        seen.add(parent.pid)
+        parent = table.get(parent.ppid)
+    return False

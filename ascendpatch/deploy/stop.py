@@ -1,15 +1,19 @@
 """Stop a vLLM server safely (field note 003 pitfall 2; vllm-ascend #9888; vLLM #55510).
 
-TERM the server's whole process group (or, when it is no group leader, each process of its
-tree), wait, KILL what is left; then find leftover vLLM processes by title (EngineCore and
-workers re-parented when their API server died) and stop them too. A zombie has ended: it holds
-no memory, and only its parent can reap it, so the parent is named. Where `npu-smi` exists, the
-per-NPU process table is shown afterwards.
+What belongs to the server: its descendants, its session when it leads one, its process group
+when it leads one. Never PID 1, never this process or its ancestors, never another user's
+process unless ``force_user``. Each member is TERMed, then KILLed after the grace period.
+
+Leftovers are vLLM processes (VLLM::EngineCore / VLLM::Worker titles) of the stopped server's
+session or group, or orphans: processes with no live ``vllm serve`` ancestor, re-parented to the
+init process because their API server died. A process with a live server ancestor belongs to
+that server, even when the server is PID 1 (a container running ``vllm serve`` as its entry
+point): it is left alone unless ``everything`` (``--all-vllm``).
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -20,24 +24,50 @@ from dataclasses import dataclass, field
 
 from ascendpatch.deploy import procs
 
+PID_MAX_LIMIT = 1 << 22  # the kernel's ceiling for /proc/sys/kernel/pid_max
+
 
 @dataclass
 class StopReport:
     events: list[tuple[str, str]] = field(default_factory=list)  # (level, text)
     survivors: list[procs.Proc] = field(default_factory=list)
     zombies: list[procs.Proc] = field(default_factory=list)
+    denied: set[int] = field(default_factory=set)  # a signal failed with EPERM
     npu_smi: str | None = None
+    refused: bool = False
 
     def say(self, level: str, text: str) -> None:
         self.events.append((level, text))
 
 
-def _signal(pids: Iterable[int], sig: signal.Signals, protected: set[int]) -> None:
+@dataclass(frozen=True)
+class Policy:
+    """Who may be signalled."""
+
+    protected: frozenset[int]  # this process and its ancestors
+    uid: int
+    force_user: bool
+
+    def allows(self, proc: procs.Proc) -> bool:
+        return (proc.pid > 1 and proc.pid not in self.protected
+                and (self.force_user or proc.uid == self.uid))
+
+
+def _signal(pids: Iterable[int], sig: signal.Signals, policy: Policy,
+            report: StopReport) -> None:
     for pid in pids:
-        if pid in protected:
+        proc = procs.read(pid)  # checked again right before the signal
+        if proc is None or not policy.allows(proc):
             continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            report.denied.add(pid)
+        except OSError as exc:  # pragma: no cover - kill(2) has no other documented errno
+            if exc.errno != errno.ESRCH:
+                raise
 
 
 def _wait(pids: Iterable[int], seconds: float, sleep: Callable[[float], None]) -> set[int]:
@@ -54,80 +84,128 @@ def _describe(proc: procs.Proc) -> str:
     return f"PID {proc.pid} ({proc.title})"
 
 
-def _stop_tree(root: int, grace: float, report: StopReport, protected: set[int],
+def members(root: procs.Proc, table: Iterable[procs.Proc]) -> set[int]:
+    """The server's processes: descendants, plus its session and group when it leads them."""
+    snapshot = list(table)
+    out = {root.pid} | procs.descendants(root.pid, snapshot)
+    for proc in snapshot:
+        if (root.sid == root.pid and proc.sid == root.pid) or \
+                (root.pgid == root.pid and proc.pgid == root.pid):
+            out.add(proc.pid)
+    return out
+
+
+def _allowed(pids: Iterable[int], policy: Policy, report: StopReport) -> set[int]:
+    out = set()
+    for pid in pids:
+        proc = procs.read(pid)
+        if proc is None or proc.zombie:
+            continue
+        if policy.allows(proc):
+            out.add(pid)
+        elif proc.pid > 1 and proc.pid not in policy.protected:
+            report.say("WARN", f"{_describe(proc)} belongs to uid {proc.uid}, not to you: "
+                               "left alone (--force-user to stop it too)")
+    return out
+
+
+def _stop_tree(root: procs.Proc, grace: float, report: StopReport, policy: Policy,
                sleep: Callable[[float], None]) -> set[int]:
-    snapshot = procs.all_procs()
-    tree = {root} | procs.descendants(root, snapshot)
-    leader = procs.read(root)
-    group = set()
-    if leader is not None and leader.pgid == root and root != procs.own_group():
-        group = {p.pid for p in snapshot if p.pgid == root}
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(root, signal.SIGTERM)
-        report.say("OK", f"sent TERM to process group {root} ({len(group)} process(es))")
-    members = tree | group
-    _signal(members, signal.SIGTERM, protected)
-    left = _wait(members, grace, sleep)
+    found = members(root, procs.all_procs())
+    targets = _allowed(found, policy, report)
+    report.say("OK", f"sent TERM to {_describe(root)} and {len(targets) - 1} process(es) of its "
+                     "tree, session and group")
+    _signal(targets, signal.SIGTERM, policy, report)
+    left = _wait(targets, grace, sleep)
+    # children forked while it shut down belong to it as well
+    late = _allowed(members(root, procs.all_procs()) - targets, policy, report) \
+        if procs.read(root.pid) is not None else set()
     for pid in sorted(left):
         proc = procs.read(pid)
         if proc is not None:
             report.say("WARN", f"{_describe(proc)} ignored TERM for {grace:g}s: sending KILL")
+    left |= late
     if left:
-        if group:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(root, signal.SIGKILL)
-        _signal(left, signal.SIGKILL, protected)
+        _signal(left, signal.SIGKILL, policy, report)
         _wait(left, 2.0, sleep)
-    return members
+    return targets | late
 
 
-def _is_leftover(proc: procs.Proc, scope: set[int], everything: bool) -> bool:
-    """A vLLM process left behind: of the stopped server's session or group, or re-parented to
-    PID 1 because its API server died (vLLM #55510). Another live server's EngineCore has a
-    live parent and is left alone, unless --all-vllm."""
+def is_leftover(proc: procs.Proc, table: dict[int, procs.Proc], server: int | None,
+                everything: bool) -> bool:
+    """A vLLM process left behind: of the stopped server's session or group, or an orphan with
+    no live server above it. Never decided by PID 1 being its parent."""
     if everything:
         return True
-    return proc.sid in scope or proc.pgid in scope or proc.ppid <= 1 or \
-        procs.read(proc.ppid) is None
+    if server is not None and server in (proc.sid, proc.pgid):
+        return True
+    if procs.has_live_server_ancestor(proc, table):
+        return False
+    parent = table.get(proc.ppid)
+    return parent is None or parent.pid == 1  # re-parented to init (or a parent outside)
 
 
-def _stop_leftovers(grace: float, report: StopReport, protected: set[int],
-                    sleep: Callable[[float], None], scope: set[int],
+def _stop_leftovers(grace: float, report: StopReport, policy: Policy,
+                    sleep: Callable[[float], None], server: int | None,
                     everything: bool) -> set[int]:
-    uid = os.getuid()
-    leftovers = [p for p in procs.all_procs()
-                 if p.is_vllm and not p.zombie and p.uid == uid and p.pid not in protected
-                 and _is_leftover(p, scope, everything)]
+    snapshot = procs.all_procs()
+    table = {p.pid: p for p in snapshot}
+    vllm = [p for p in snapshot if p.is_vllm and not p.zombie and p.pid > 1
+            and p.pid not in policy.protected]
+    leftovers = []
+    for proc in vllm:
+        if not is_leftover(proc, table, server, everything):
+            report.say("SKIP", f"{_describe(proc)} belongs to a live server (parent PID "
+                               f"{proc.ppid}): left alone (--all-vllm to stop it too)")
+        elif not policy.allows(proc):
+            report.say("WARN", f"leftover {_describe(proc)} belongs to uid {proc.uid}, not to "
+                               "you: left alone (--force-user to stop it too)")
+        else:
+            leftovers.append(proc)
     for proc in leftovers:
         report.say("WARN", f"leftover vLLM process {_describe(proc)}, parent PID {proc.ppid}: "
                            "stopping it")
     pids = {p.pid for p in leftovers}
-    _signal(pids, signal.SIGTERM, protected)
+    _signal(pids, signal.SIGTERM, policy, report)
     left = _wait(pids, grace, sleep)
-    _signal(left, signal.SIGKILL, protected)
+    _signal(left, signal.SIGKILL, policy, report)
     _wait(left, 2.0, sleep)
     return pids
 
 
+def policy_for_self(force_user: bool = False) -> Policy:
+    return Policy(frozenset(procs.ancestors(os.getpid())), os.getuid(), force_user)
+
+
 def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = time.sleep,
-         everything: bool = False) -> StopReport:
+         everything: bool = False, force_user: bool = False) -> StopReport:
     report = StopReport()
-    protected = procs.ancestors(os.getpid())
+    policy = policy_for_self(force_user)
     touched: set[int] = set()
-    scope: set[int] = set()
-    root = procs.read(pid) if pid is not None else None
-    if root is not None:
-        scope = {root.sid, root.pgid} - {procs.own_group(), 0}
+    server: int | None = None
     if pid is not None:
-        if root is None:
-            report.say("OK", f"PID {pid} is not running (already stopped)")
-        elif pid in protected:
+        if pid <= 1 or pid >= PID_MAX_LIMIT:
+            raise ValueError(f"not a stoppable process id: {pid}")  # the command checks first
+        root = procs.read(pid)
+        if pid in policy.protected:
             report.say("FAIL", f"PID {pid} is this ascendpatch process or one of its parents: "
                                "refusing to stop it")
+            report.refused = True
+            return report
+        if root is None:
+            report.say("OK", f"PID {pid} is not running (already stopped)")
+        elif root.zombie:
+            report.zombies.append(root)
+        elif not policy.allows(root):
+            report.say("FAIL", f"{_describe(root)} belongs to uid {root.uid}, not to you "
+                               f"(uid {policy.uid}): refusing to stop it; if it really is the "
+                               "server, rerun with --force-user")
+            report.refused = True
             return report
         else:
-            touched |= _stop_tree(pid, grace, report, protected, sleep)
-    touched |= _stop_leftovers(grace, report, protected, sleep, scope, everything)
+            server = pid if pid in (root.sid, root.pgid) else None
+            touched |= _stop_tree(root, grace, report, policy, sleep)
+    touched |= _stop_leftovers(grace, report, policy, sleep, server, everything)
     for p in sorted(touched):
         proc = procs.read(p)
         if proc is None:
