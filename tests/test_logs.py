@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import re
+import zipfile
 from pathlib import Path
 
-from tests.kit import run_cli, write_manifest
+import pytest
 
+from ascendpatch.deploy.logs import MAX_GROUPS
+from tests import wheels
+from tests.kit import REPO, make_dist, run_cli, write_manifest
+
+ENV_LINE = ("WARNING 11-30 05:00:02 [envs.py:2087] Unknown vLLM environment variable detected: "
+            "{}")
 BENIGN = [
-    "WARNING 11-30 05:00:02 [envs.py:2087] Unknown vLLM environment variable detected: "
-    "VLLM_ASCEND_SMOOTH_SCALES",
     "(EngineCore_DP0 pid=91) WARNING 11-30 05:00:09 [registry.py:980] Model architecture "
     "DeepseekV4ForCausalLM is already registered, and will be overwritten by the new model "
     "class vllm_ascend.models.deepseek_v4:DeepseekV4ForCausalLM.",
@@ -98,3 +106,147 @@ def test_manifest_extends_the_knowledge_base(tmp_path: Path) -> None:
     lines = ["WARNING 11-30 05:00:00 [x.py:1] queue depth 9 above threshold", STARTED]
     result = run_cli("--manifest", manifest, "logs", _log(tmp_path, lines))
     assert result.code == 0 and "our autoscaler logs this" in result.out
+
+
+MUSE = ("--manifest", "muse-glimmer-w8a8")
+ARCH_LINE = ("(EngineCore_DP0 pid=91) WARNING 11-30 05:00:09 [registry.py:980] Model architecture "
+             "{} is already registered, and will be overwritten by the new model class {}.")
+
+
+def test_overwriting_the_deployed_architecture_is_a_warning(tmp_path: Path) -> None:
+    deployed = ARCH_LINE.format("MuseGlimmerForConditionalGeneration",
+                                "vllm.model_executor.models.muse:MuseGlimmerForConditionalGeneration")
+    other = ARCH_LINE.format("DeepseekV4ForCausalLM",
+                             "vllm_ascend.models.deepseek_v4:DeepseekV4ForCausalLM")
+    result = run_cli(*MUSE, "logs", _log(tmp_path, [deployed, other, STARTED]))
+    assert result.code == 0, result.out
+    warn = [x for x in result.out.splitlines() if x.startswith("[WARN]")]
+    assert len(warn) == 1 and "architecture-overwritten: the deployed architecture " \
+        "MuseGlimmerForConditionalGeneration was overwritten: the class that won is " \
+        "vllm.model_executor.models.muse:MuseGlimmerForConditionalGeneration" in warn[0]
+    assert result.out.count("known-benign") == 1  # DeepseekV4: not what this manifest deploys
+
+
+@pytest.mark.parametrize(("counts", "ok", "says"), [
+    ((364, 364), True, "(364, 364 vectors, expected 364 per rank)"),
+    ((364, 0), False, "a rank loaded 0, expected 364 per rank"),
+    ((0, 0), False, "a rank loaded 0"),
+    ((364, 100), False, "a rank loaded 100, expected 364 per rank"),
+    ((364,), False, "missing marker on 2 TP rank(s)"),
+])
+def test_smoothquant_vectors_per_rank_match_the_manifest(tmp_path: Path, counts: tuple[int, ...],
+                                                         ok: bool, says: str) -> None:
+    head = "INFO Initializing a V1 LLM engine with config: tensor_parallel_size=2"
+    lines = [head, *(f"(Worker_TP{r} pid=7) INFO [smooth-w8a8] loaded {n} smooth scale vectors"
+                     for r, n in enumerate(counts)), STARTED]
+    result = run_cli(*MUSE, "logs", "--with", "smoothquant", _log(tmp_path, lines))
+    assert result.code == (0 if ok else 1), result.out
+    assert says in result.out
+
+
+def _sampler_fallback_warning() -> str:
+    """The warning text exactly as the shipped sampler fallback patch logs it."""
+    for patch in sorted((REPO / "patches").rglob("*.patch")):
+        text = patch.read_text()
+        if "ascendpatch sampler fallback" in text:
+            block = text[text.index(".warning("):text.index("ascendpatch sampler fallback")]
+            pieces = re.findall(r'"((?:[^"\\]|\\.)*)"', block + 'ascendpatch sampler fallback"')
+            return "".join(pieces)
+    raise AssertionError("no patch logs the sampler fallback warning")
+
+
+def test_the_sampler_fallback_warning_is_explained(tmp_path: Path) -> None:
+    warning = _sampler_fallback_warning()
+    assert "ascendpatch sampler fallback" in warning
+    line = f"(EngineCore_DP0 pid=91) WARNING 11-30 05:01:00 [sampler.py:31] {warning}"
+    result = run_cli("logs", _log(tmp_path, [line, STARTED]))
+    assert result.code == 0, result.out
+    assert "known-benign" in result.out and "the sampler fallback is doing its job" in result.out
+
+
+def test_escape_sequences_from_a_log_never_reach_the_terminal(tmp_path: Path) -> None:
+    evil = "WARNING 11-30 05:00:00 [x.py:1] \x1b]0;pwned\x07\x1b[2J\x1b[31mred \u202etxt.exe"
+    result = run_cli("logs", _log(tmp_path, [evil, STARTED]))
+    assert "\x1b" not in result.out and "\x07" not in result.out and "\u202e" not in result.out
+    assert "\\x1b]0;pwned\\x07" in result.out and "\\u202e" in result.out
+
+
+def test_distinct_unknown_kinds_are_capped_and_counted(tmp_path: Path) -> None:
+    words = [f"{a}{b}{c}" for a in "abcdefghij" for b in "klmnopqrst" for c in "uvwxyzABCDEFGHI"]
+    assert len(words) > MAX_GROUPS + 100
+    lines = [f"WARNING 11-30 05:00:00 [x.py:1] unexpected state {w}" for w in words]
+    result = run_cli("logs", _log(tmp_path, [*lines, STARTED]))
+    assert result.out.count("unknown, for a human") == MAX_GROUPS
+    assert f"{len(words) - MAX_GROUPS} more unknown line(s) of kinds beyond the first " \
+           f"{MAX_GROUPS}" in result.out
+
+
+def test_overlong_lines_are_cut_not_loaded(tmp_path: Path) -> None:
+    path = tmp_path / "serve.log"
+    with path.open("w") as handle:
+        handle.write("WARNING x " + "A" * 5_000_000 + "\n")
+        handle.write(FAULTS["out-of-memory"] + "\n" + STARTED + "\n")
+    result = run_cli("logs", path)
+    assert result.code == 1 and "serve.log:2: out-of-memory" in result.out
+    assert len(result.out) < 5000
+
+
+def test_fifo_and_devices_are_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "serve.log"
+    os.mkfifo(fifo)
+    result = run_cli("logs", fifo)  # opened O_NONBLOCK: no writer needed, nothing blocks
+    assert result.code == 2 and "is a FIFO, not a regular file" in result.err + result.out
+    zero = run_cli("logs", "/dev/zero")
+    assert zero.code == 2 and "is a device, not a regular file" in zero.err + zero.out
+
+
+def _wheel_source(version: str, member: str) -> str:
+    with zipfile.ZipFile(wheels.wheel(version)) as archive:
+        return archive.read(member).decode()
+
+
+def _logged_format(source: str, starts: str) -> str:
+    """The format string of the logger call in ``source`` whose text starts with ``starts``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and str(node.args[0].value).startswith(starts):
+            return str(node.args[0].value)
+    raise AssertionError(f"no logger call starting {starts!r}")
+
+
+@pytest.mark.integration
+def test_quantization_wording_is_the_real_vllm_ascend_one(tmp_path: Path) -> None:
+    """The line is formatted from the real 0.22.1rc1 wheel's logger call (not paraphrased)."""
+    fmt = _logged_format(_wheel_source("0.22.1rc1", "vllm_ascend/quantization/utils.py"),
+                         "No quantization signature detected")
+    line = "(APIServer pid=5) INFO 11-30 05:00:01 [utils.py:174] " + \
+        fmt % "/models/Muse-Glimmer-30B-w8a8"
+    log = _log(tmp_path, [line, STARTED])
+    quantized = run_cli(*MUSE, "logs", log)
+    assert quantized.code == 1 and "quantization-not-detected" in quantized.out
+    assert "quant_model_description.json" in quantized.out
+    assert run_cli("logs", log).code == 0  # a float model: the INFO line is the normal case
+
+
+@pytest.mark.integration
+def test_vllm_ascend_variables_are_checked_against_the_installed_envs_py(site: Path,
+                                                                         tmp_path: Path) -> None:
+    """Names come from the real 0.22.1rc1 envs.py, installed into a temp site-packages."""
+    envs = _wheel_source("0.22.1rc1", "vllm_ascend/envs.py")
+    make_dist(site, "vllm-ascend", "0.22.1rc1", {"vllm_ascend/__init__.py": "",
+                                                 "vllm_ascend/envs.py": envs})
+    real = sorted(set(re.findall(r'"(VLLM_ASCEND_[A-Z0-9_]+)"', envs)))
+    assert real, "the real envs.py names no VLLM_ASCEND_ variable"
+    typo = real[0] + "S"
+    assert typo not in envs
+    lines = [ENV_LINE.format(real[0]), ENV_LINE.format(typo),
+             ENV_LINE.format("VLLM_ASCEND_SMOOTH_SCALES"), STARTED]
+    result = run_cli("--site-packages", site, *MUSE, "logs", _log(tmp_path, lines))
+    assert result.code == 0, result.out
+    assert f"{typo} is not a variable the installed vllm-ascend knows" in result.out
+    assert "VLLM_ASCEND_SMOOTH_SCALES is not a variable" in result.out  # drop-in not enabled
+    assert f"{real[0]} is not" not in result.out
+    assert result.out.count("known-benign") == 1
+    smooth = run_cli("--site-packages", site, *MUSE, "logs", "--with", "smoothquant",
+                     _log(tmp_path, lines[2:], "smooth.log"))
+    assert "VLLM_ASCEND_SMOOTH_SCALES is not" not in smooth.out  # the drop-in reads it

@@ -1,26 +1,42 @@
 """Serve-log triage: every WARNING and ERROR line is known-benign (with why), a known fault (with
-the fix) or unknown (for a human); required markers are checked. Rules are data
-(ascendpatch/data/log_rules.yaml) and manifests can extend them (``log_rules``)."""
+the fix), a warning about this deployment, or unknown (for a human); required markers are
+checked. Rules are data (ascendpatch/data/log_rules.yaml) and manifests can extend them
+(``log_rules``).
+
+Logs are untrusted input of any size: they are streamed line by line (lines longer than
+``MAX_LINE`` are cut), grouped in dicts (linear in the number of lines), and at most
+``MAX_GROUPS`` distinct unknown kinds are kept (the rest are counted). Only regular files are
+read: a FIFO or a device such as /dev/zero is refused before anything is read.
+"""
 
 from __future__ import annotations
 
+import ast
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ascendpatch.errors import InvalidInputError
 
+MAX_LINE = 64 * 1024
+MAX_GROUPS = 1000
+KEEP_CHARS = 400  # of each kept line: enough for any excerpt
 _LEVEL = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b")
 _TP_SIZE = re.compile(r"tensor_parallel_size=(\d+)")
+_DIGITS = re.compile(r"\d+")
+_ASCEND_ENV = re.compile(r"VLLM_ASCEND_\w+")
 
 # The line the SmoothQuant drop-in logs on every tensor-parallel rank (field note 003).
 SMOOTHQUANT_MARKER: dict[str, Any] = {
     "id": "smoothquant-scales", "class": "marker", "per_rank": True,
-    "pattern": r"\[smooth-w8a8\] loaded \d+ smooth scale vectors",
+    "pattern": r"\[smooth-w8a8\] loaded (?P<count>\d+) smooth scale vectors",
     "message": "SmoothQuant scales loaded ([smooth-w8a8] loaded N smooth scale vectors)"}
 
 
@@ -31,6 +47,31 @@ class Rule:
     pattern: re.Pattern[str]
     text: str  # the fix, the why, or what the marker means
     per_rank: bool = False  # markers: once per tensor-parallel rank
+    check: str = ""  # benign rules: "deployed-architecture" | "ascend-env"
+    when: str = ""  # "quantized": only for deployments that serve quantized weights
+
+
+@dataclass
+class Knowledge:
+    """What the triage knows about this deployment. The installed vllm-ascend's envs.py is
+    looked up (``find_envs``) only when a log line needs it."""
+
+    architectures: frozenset[str] = frozenset()  # what the manifest deploys
+    find_envs: Callable[[], Path | None] | None = None
+    quantized: bool = False  # the manifest serves quantized weights
+    declared_env: frozenset[str] = frozenset()  # variables the manifest's artifacts read
+    _envs: tuple[frozenset[str] | None, str] | None = field(default=None, repr=False)
+
+    def ascend_env(self) -> tuple[frozenset[str] | None, str]:
+        """The VLLM_ASCEND_* names the installed vllm-ascend knows (None: not found), and
+        the file they were read from."""
+        if self._envs is None:
+            path = self.find_envs() if self.find_envs is not None else None
+            self._envs = (ascend_env_names(path), str(path)) if path else (None, "")
+        return self._envs
+
+    def knows_env(self, name: str) -> bool:
+        return name in self.declared_env or name in (self.ascend_env()[0] or frozenset())
 
 
 @dataclass
@@ -39,15 +80,36 @@ class Finding:
     line_no: int
     line: str
     count: int = 1
+    note: str = ""  # warnings: what is wrong for this deployment
 
 
 @dataclass
 class Triage:
     faults: list[Finding] = field(default_factory=list)
     benign: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     unknown: list[Finding] = field(default_factory=list)
     markers: dict[str, int] = field(default_factory=dict)
+    marker_values: dict[str, list[int]] = field(default_factory=dict)  # (?P<count>) per line
     tp_size: int | None = None  # from the engine's config line, when the log has it
+    unknown_dropped: int = 0  # lines of unknown kinds beyond MAX_GROUPS
+    lines: int = 0
+    _groups: dict[tuple[str, str], Finding] = field(default_factory=dict, repr=False)
+
+    def add(self, bucket: str, rule: Rule | None, line_no: int, line: str,
+            note: str = "") -> None:
+        key = (bucket, note or (rule.id if rule else _normalise(line)))
+        found = self._groups.get(key)
+        if found is not None:
+            found.count += 1
+            return
+        target: list[Finding] = getattr(self, bucket)
+        if bucket == "unknown" and len(target) >= MAX_GROUPS:
+            self.unknown_dropped += 1
+            return
+        finding = Finding(rule, line_no, line[:KEEP_CHARS], note=note)
+        self._groups[key] = finding
+        target.append(finding)
 
 
 def _compile(raw: Mapping[str, Any], kind: str, origin: str) -> Rule:
@@ -57,7 +119,8 @@ def _compile(raw: Mapping[str, Any], kind: str, origin: str) -> Rule:
         raise InvalidInputError(f"{origin}: log rule {raw.get('id')!r}: bad pattern ({exc})") \
             from None
     text = str(raw.get("fix") or raw.get("why") or raw.get("message") or "")
-    return Rule(str(raw.get("id")), kind, pattern, text, bool(raw.get("per_rank", False)))
+    return Rule(str(raw.get("id")), kind, pattern, text, bool(raw.get("per_rank", False)),
+                str(raw.get("check", "")), str(raw.get("when", "")))
 
 
 def load_rules(extra: Iterable[Mapping[str, Any]] = ()) -> list[Rule]:
@@ -70,39 +133,113 @@ def load_rules(extra: Iterable[Mapping[str, Any]] = ()) -> list[Rule]:
     return rules
 
 
-def _add(bucket: list[Finding], rule: Rule | None, line_no: int, line: str) -> None:
-    key = rule.id if rule else _normalise(line)
-    for item in bucket:
-        if (item.rule.id if item.rule else _normalise(item.line)) == key:
-            item.count += 1
-            return
-    bucket.append(Finding(rule, line_no, line))
-
-
 def _normalise(line: str) -> str:
     """Unknown lines are grouped without their timestamps, pids and numbers."""
-    return re.sub(r"\d+", "#", _LEVEL.split(line, maxsplit=1)[-1]).strip()
+    return _DIGITS.sub("#", _LEVEL.split(line, maxsplit=1)[-1]).strip()[:KEEP_CHARS]
 
 
-def triage(lines: Sequence[str], rules: Sequence[Rule]) -> Triage:
-    result = Triage()
-    faults = [r for r in rules if r.kind == "fault"]
-    benign = [r for r in rules if r.kind == "benign"]
-    markers = [r for r in rules if r.kind == "marker"]
-    for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\n")
-        tp = _TP_SIZE.search(line)
-        if tp:
-            result.tp_size = max(result.tp_size or 0, int(tp.group(1)))
-        for rule in markers:
-            if rule.pattern.search(line):
+def ascend_env_names(envs_py: Path) -> frozenset[str]:
+    """Every ``VLLM_ASCEND_*`` name the installed vllm-ascend's envs.py spells as a string (the
+    keys of its ``env_variables`` table and its getenv calls), read without importing it."""
+    tree = ast.parse(envs_py.read_text(encoding="utf-8"), str(envs_py))
+    return frozenset(node.value for node in ast.walk(tree)
+                     if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                     and _ASCEND_ENV.fullmatch(node.value))
+
+
+def _benign(rule: Rule, match: re.Match[str], known: Knowledge) -> str:
+    """'' when the line is benign here, else the warning for this deployment."""
+    if rule.check == "deployed-architecture":
+        arch = match.group("arch")
+        if arch in known.architectures:
+            won = match.groupdict().get("cls") or "the class registered last"
+            return (f"the deployed architecture {arch} was overwritten: the class that won is "
+                    f"{won}; check that it is the one you deploy (ascendpatch verify checks "
+                    "the registry)")
+    if rule.check == "ascend-env":
+        name = match.group("env")
+        if not name.startswith("VLLM_ASCEND_") or known.knows_env(name):
+            return ""
+        names, envs_file = known.ascend_env()
+        if names is None:
+            return (f"{name}: cannot tell whether vllm-ascend knows it (no vllm_ascend/envs.py "
+                    "found in the target; pass --python or --site-packages)")
+        return (f"{name} is not a variable the installed vllm-ascend knows ({envs_file}) "
+                "nor one this manifest declares: a typo? nothing reads it")
+    return ""
+
+
+class Triager:
+    """Feeds lines one at a time; rules are split by kind once."""
+
+    def __init__(self, rules: Sequence[Rule], known: Knowledge | None = None) -> None:
+        known = known or Knowledge()
+        active = [r for r in rules if r.when != "quantized" or known.quantized]
+        self.faults = [r for r in active if r.kind == "fault"]
+        self.benign = [r for r in active if r.kind == "benign"]
+        self.markers = [r for r in active if r.kind == "marker"]
+        self.known = known
+        self.result = Triage()
+
+    def feed(self, number: int, line: str) -> None:
+        result = self.result
+        result.lines = number
+        if "tensor_parallel_size=" in line:
+            tp = _TP_SIZE.search(line)
+            if tp:
+                result.tp_size = max(result.tp_size or 0, int(tp.group(1)))
+        for rule in self.markers:
+            found = rule.pattern.search(line)
+            if found:
                 result.markers[rule.id] = result.markers.get(rule.id, 0) + 1
-        fault = next((r for r in faults if r.pattern.search(line)), None)
+                if "count" in found.groupdict():
+                    result.marker_values.setdefault(rule.id, []).append(int(found["count"]))
+        fault = next((r for r in self.faults if r.pattern.search(line)), None)
         if fault is not None:
-            _add(result.faults, fault, number, line)
-            continue
+            result.add("faults", fault, number, line)
+            return
         if not _LEVEL.search(line):
-            continue
-        known = next((r for r in benign if r.pattern.search(line)), None)
-        _add(result.benign if known else result.unknown, known, number, line)
-    return result
+            return
+        for rule in self.benign:
+            found = rule.pattern.search(line)
+            if found:
+                note = _benign(rule, found, self.known)
+                result.add("warnings" if note else "benign", rule, number, line, note)
+                return
+        result.add("unknown", None, number, line)
+
+
+def triage(lines: Iterable[str], rules: Sequence[Rule], known: Knowledge | None = None) \
+        -> Triage:
+    triager = Triager(rules, known)
+    for number, raw in enumerate(lines, start=1):
+        triager.feed(number, raw.rstrip("\n"))
+    return triager.result
+
+
+def stream_lines(path: Path) -> Iterator[str]:
+    """The lines of a regular file, streamed; a line longer than MAX_LINE is cut there."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise InvalidInputError(f"log {path} cannot be read ({exc.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
+                stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
+        raise InvalidInputError(f"log {path} is {what}, not a regular file: refusing to read it",
+                                fix="save the log to a file first (vllm serve ... > serve.log "
+                                    "2>&1) and triage that file")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as handle:
+        while True:
+            chunk = handle.readline(MAX_LINE)
+            if not chunk:
+                return
+            if len(chunk) == MAX_LINE and not chunk.endswith(b"\n"):
+                while True:  # skip the rest of an overlong line
+                    rest = handle.readline(MAX_LINE)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+            yield chunk.decode("utf-8", errors="replace")

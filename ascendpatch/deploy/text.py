@@ -1,0 +1,20 @@
+"""Text from servers and logs is untrusted: neutralise it before it reaches a terminal."""
+
+from __future__ import annotations
+
+import re
+
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
+                     r"\u2066-\u2069\ufeff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """Escape sequences (ESC [ ..., OSC 8 links, title changes), other control characters and
+    bidirectional overrides become visible ``\\x1b`` / ``\\u202e`` text; tabs and newlines stay."""
+    return _UNSAFE.sub(_escape, text)
