@@ -120,7 +120,10 @@ def _logs(p: argparse.ArgumentParser) -> None:
 def _smoke(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", required=True, metavar="http://HOST:PORT")
     p.add_argument("--model", metavar="ID", help="the model id clients will ask for")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="bounds each whole request, body included (default 120)")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="first wait up to SECONDS for GET /v1/models to answer 200")
 
 
 def _launch(p: argparse.ArgumentParser) -> None:

@@ -1,10 +1,12 @@
-"""`ascendpatch smoke` against a small OpenAI-compatible server started on 127.0.0.1."""
+"""`ascendpatch smoke` against small OpenAI-compatible servers started on 127.0.0.1 (threads)."""
 
 from __future__ import annotations
 
 import http.server
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -12,10 +14,14 @@ import pytest
 
 from tests.kit import run_cli
 
+EVIL_ID = "model\x1b]0;pwned\x07\x1b[2J"
+
 
 class Server(http.server.BaseHTTPRequestHandler):
     mode: ClassVar[str] = "ok"
     served: ClassVar[str] = "/models/Muse-Glimmer-30B-w8a8"
+    redirect_to: ClassVar[str] = ""
+    hits: ClassVar[list[str]] = []
 
     def _send(self, status: int, doc: object) -> None:
         body = json.dumps(doc).encode()
@@ -25,17 +31,48 @@ class Server(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _drip(self, data: bytes) -> None:
+        for byte in data:  # one byte a second, as a stuck or hostile server might
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            time.sleep(1.0)
+
     def do_GET(self) -> None:
-        if self.path == "/v1/models":
-            self._send(200, {"object": "list", "data": [{"id": self.served, "object": "model"}]})
+        Server.hits.append(self.path)
+        if self.path == "/v1/models" and Server.mode == "huge":
+            self._send(200, {"data": [], "padding": "x" * (9 * 1024 * 1024)})
+        elif self.path == "/v1/models" and Server.mode == "drip-body":
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self._drip(b"{" * 1000)
+        elif self.path == "/v1/models" and Server.mode == "drip-headers":
+            self._drip(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        elif self.path == "/v1/models" and Server.mode in ("redirect", "redirect-home"):
+            self.send_response(302)
+            self.send_header("Location", Server.redirect_to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path in ("/v1/models", "/moved/v1/models"):
+            served = EVIL_ID if Server.mode == "evil" else self.served
+            self._send(200, {"object": "list", "data": [{"id": served, "object": "model"}]})
         else:
             self._send(404, {"error": "not found"})
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if Server.mode == "drop" and request.get("top_p", 1.0) < 1.0:
+        top_p = request.get("top_p", 1.0) < 1.0
+        if Server.mode == "drop" and top_p:
             self.connection.shutdown(2)  # what a dead EngineCore looks like to a client
             self.close_connection = True
+            return
+        if Server.mode == "died" and top_p:
+            # vLLM answers 500 with no body on EngineDeadError, then the API server exits
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            self.wfile.flush()
+            threading.Thread(target=_stop, args=(self.server,), daemon=True).start()
             return
         if request["model"] != self.served:
             self._send(404, {"message": f"The model `{request['model']}` does not exist."})
@@ -46,13 +83,26 @@ class Server(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def _stop(server: http.server.ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+def _start(host: str = "127.0.0.1", port: int = 0) -> http.server.ThreadingHTTPServer:
+    server = http.server.ThreadingHTTPServer((host, port), Server)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 @pytest.fixture
 def url() -> Iterator[str]:
     Server.mode = "ok"
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Server)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Server.hits = []
+    server = _start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+    server.server_close()
 
 
 def test_success(url: str) -> None:
@@ -79,6 +129,105 @@ def test_server_dropping_top_p_requests(url: str) -> None:
     assert "ascendpatch apply sampler-topk-topp-fallback" in chat["message"]
 
 
+def test_empty_500_then_dead_server_is_enginecore_dying(url: str) -> None:
+    Server.mode = "died"
+    result = run_cli("smoke", "--url", url)
+    assert result.code == 1, result.out
+    assert "[FAIL] EngineCore died on the top_p request" in result.out
+    assert "fix: ascendpatch apply sampler-topk-topp-fallback" in result.out
+
+
 def test_nothing_listening() -> None:
     result = run_cli("smoke", "--url", "http://127.0.0.1:9", "--timeout", "5")
     assert result.code == 1 and "is the server up?" in result.out
+
+
+def test_a_huge_answer_is_refused(url: str) -> None:
+    Server.mode = "huge"
+    result = run_cli("smoke", "--url", url)
+    assert result.code == 1 and "the answer is larger than 8 MB: refused" in result.out
+
+
+@pytest.mark.parametrize("mode", ["drip-body", "drip-headers"])
+def test_timeout_bounds_the_whole_request(url: str, mode: str) -> None:
+    """A server dripping a byte a second never lets a per-read timeout expire: the deadline
+    must cover the whole request."""
+    Server.mode = mode
+    start = time.monotonic()
+    result = run_cli("smoke", "--url", url, "--timeout", "2")
+    took = time.monotonic() - start
+    assert result.code == 1 and "failed: timed out" in result.out, result.out
+    assert took < 8, f"took {took:.1f} s with --timeout 2"
+
+
+def test_a_redirect_to_another_host_is_not_followed(url: str) -> None:
+    other = _start("127.0.0.2")
+    try:
+        Server.mode = "redirect"
+        Server.redirect_to = f"http://127.0.0.2:{other.server_address[1]}/v1/models"
+        result = run_cli("smoke", "--url", url)
+        assert result.code == 1
+        assert "the server redirects to another host (http://127.0.0.2:" in result.out
+        assert Server.hits == ["/v1/models"]  # 127.0.0.2 was never asked
+    finally:
+        other.shutdown()
+        other.server_close()
+
+
+def test_a_redirect_on_the_same_server_is_followed(url: str) -> None:
+    Server.mode = "redirect-home"
+    Server.redirect_to = "/moved/v1/models"
+    result = run_cli("smoke", "--url", url)
+    assert "[OK] GET /v1/models: 200" in result.out, result.out
+
+
+def test_escape_sequences_from_the_server_are_neutralised(url: str) -> None:
+    Server.mode = "evil"
+    result = run_cli("smoke", "--url", url)
+    assert "\x1b" not in result.out and "\x07" not in result.out
+    assert "\\x1b]0;pwned\\x07" in result.out
+
+
+@pytest.mark.parametrize("args", [
+    ("--url", "http://[::1"), ("--url", "ftp://127.0.0.1"), ("--url", "http://127.0.0.1:99999"),
+    ("--url", "http://127.0.0.1:1", "--timeout", "-1"),
+    ("--url", "http://127.0.0.1:1", "--timeout", "nan"),
+    ("--url", "http://127.0.0.1:1", "--timeout", "0"),
+    ("--url", "http://127.0.0.1:1", "--wait", "nan"),
+    ("--url", "http://127.0.0.1:1", "--wait", "-3"),
+])
+def test_bad_input_is_a_usage_error(args: tuple[str, ...]) -> None:
+    result = run_cli("smoke", *args)
+    assert result.code == 2, result.out + result.err
+    assert "Traceback" not in result.err
+
+
+def test_url_credentials_are_never_echoed() -> None:
+    result = run_cli("smoke", "--url", "http://admin:s3cret@127.0.0.1:9", "--timeout", "2")
+    assert result.code == 1 and "s3cret" not in result.out + result.err
+
+
+def test_wait_until_the_server_is_ready() -> None:
+    with socket.socket() as probe:  # a free port, bound later by the "slow starting" server
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    Server.mode = "ok"
+    started: list[http.server.ThreadingHTTPServer] = []
+    timer = threading.Timer(2.0, lambda: started.append(_start(port=port)))
+    timer.start()
+    try:
+        result = run_cli("smoke", "--url", f"http://127.0.0.1:{port}", "--wait", "30",
+                         "--timeout", "2")
+        assert result.code == 0, result.out
+        assert "[OK] server ready after" in result.out
+    finally:
+        timer.join()
+        for server in started:
+            server.shutdown()
+            server.server_close()
+
+
+def test_wait_gives_up_with_the_last_error() -> None:
+    result = run_cli("smoke", "--url", "http://127.0.0.1:9", "--wait", "2", "--timeout", "1")
+    assert result.code == 1
+    assert "[FAIL] server not ready after 2 s" in result.out and "is the server up?" in result.out

@@ -1,10 +1,11 @@
-"""``ascendpatch smoke --url http://HOST:PORT [--model ID]``."""
+"""``ascendpatch smoke --url http://HOST:PORT [--model ID] [--timeout S] [--wait S]``."""
 
 from __future__ import annotations
 
 from argparse import Namespace
 
 from ascendpatch.deploy import smoke
+from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.results import CheckResult, CommandResult, Level
 
@@ -14,21 +15,45 @@ def _line(cid: str, step: smoke.Step) -> CheckResult:
                        data={"seconds": round(step.seconds, 4)})
 
 
-def run(url: str, model: str | None = None, timeout: float = 60.0) -> CommandResult:
-    if not url.startswith(("http://", "https://")):
-        raise InvalidInputError(f"--url {url!r} must start with http:// or https://")
-    base = url.rstrip("/").removesuffix("/v1")
+def endpoint(url: str) -> smoke.Endpoint:
+    try:
+        return smoke.parse_url(url)
+    except ValueError as exc:
+        # the URL itself is not echoed: it may carry credentials
+        raise InvalidInputError(f"--url is not a valid http(s)://HOST[:PORT] address ({exc})",
+                                fix="e.g. --url http://127.0.0.1:8000") from None
+
+
+def _seconds(flag: str, value: float, zero_ok: bool = False) -> float:
+    if not (smoke.valid_seconds(value) or (zero_ok and value == 0)):
+        raise InvalidInputError(f"{flag} must be a finite number of seconds above 0 (got "
+                                f"{value})")
+    return value
+
+
+def run(url: str, model: str | None = None, timeout: float = 60.0, wait: float = 0.0) \
+        -> CommandResult:
+    _seconds("--timeout", timeout)
+    _seconds("--wait", wait, zero_ok=True)
+    base = endpoint(url)
+    results: list[CheckResult] = []
+    if wait:
+        ready = smoke.wait_ready(base, wait, timeout)
+        results.append(_line("wait", ready))
+        if not ready.ok:
+            return CommandResult("smoke", tuple(results))
     listed, ids = smoke.models(base, timeout)
-    results = [_line("models", listed)]
+    results.append(_line("models", listed))
     if not listed.ok:
         return CommandResult("smoke", tuple(results))
     chosen = model or (ids[0] if ids else None)
     if model is not None and model not in ids:
+        shown = printable(", ".join(ids)) or "nothing"
         results.append(CheckResult(
             "model-id", "smoke", Level.FAIL,
-            f"model {model!r} is not what the server exposes ({', '.join(ids) or 'nothing'}): "
-            f"clients asking for it get 404 (field note 000 §2.1); fix: use one of those ids, "
-            f"or start the server with --served-model-name {model}"))
+            f"model {printable(model)!r} is not what the server exposes ({shown}): clients "
+            f"asking for it get 404 (field note 000 §2.1); fix: use one of those ids, or start "
+            f"the server with --served-model-name {printable(model)}"))
     if chosen is None:
         results.append(CheckResult("chat", "smoke", Level.FAIL, "the server lists no model"))
         return CommandResult("smoke", tuple(results))
@@ -37,4 +62,4 @@ def run(url: str, model: str | None = None, timeout: float = 60.0) -> CommandRes
 
 
 def from_args(args: Namespace) -> CommandResult:
-    return run(args.url, args.model, args.timeout)
+    return run(args.url, args.model, args.timeout, getattr(args, "wait", 0.0))
