@@ -1,31 +1,53 @@
-"""`ascendpatch check-launch`: serve command lines and vllm-omni deploy configs."""
+"""`ascendpatch check-launch`: serve command lines and vllm-omni deploy configs.
+
+Whether vllm-ascend detects quant_model_description.json by itself is read from the real
+wheels' code (0.22.1rc1 does, 0.13.0 does not); the Hugging Face cache resolution is checked
+against the real huggingface_hub's ``try_to_load_from_cache``."""
 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.kit import run_cli
+from tests import wheels
+from tests.kit import make_dist, run_cli
+
+
+def _model(folder: Path, quant: bool = True, vision: bool = True) -> Path:
+    folder.mkdir(parents=True)
+    if quant:
+        (folder / "quant_model_description.json").write_text('{"model_quant_type": "W8A8"}')
+    config: dict[str, object] = {"architectures": ["MuseGlimmerForConditionalGeneration"]}
+    if vision:
+        config["vision_config"] = {"hidden_size": 1152}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
 
 
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
-    folder = tmp_path / "Muse-Glimmer-30B-w8a8"
-    folder.mkdir()
-    (folder / "quant_model_description.json").write_text('{"model_quant_type": "W8A8"}')
-    (folder / "config.json").write_text(json.dumps({"architectures": [
-        "MuseGlimmerForConditionalGeneration"], "vision_config": {"hidden_size": 1152}}))
-    return folder
+    return _model(tmp_path / "Muse-Glimmer-30B-w8a8")
 
 
-def test_missing_quantization_and_image_cap(model: Path) -> None:
-    result = run_cli("check-launch", "--", "vllm", "serve", str(model), "--port", "8199")
+@pytest.fixture
+def empty_site(tmp_path: Path) -> Path:
+    site = tmp_path / "empty-site"
+    site.mkdir()
+    return site
+
+
+def test_missing_quantization_and_image_cap(model: Path, empty_site: Path) -> None:
+    result = run_cli("--site-packages", empty_site, "check-launch", "--", "vllm", "serve",
+                     str(model), "--port", "8199")
     assert result.code == 1
-    assert "[FAIL] quantization-ascend: the model folder holds quant_model_description.json" \
+    assert f"[OK] model folder served: {model} (the local folder the command names)" \
         in result.out
+    assert "[FAIL] quantization-ascend: " in result.out
+    assert "no installed vllm-ascend was found to tell whether it detects the file" in result.out
     assert "[FAIL] max-image-tokens: a multimodal model without a max_image_tokens cap" \
         in result.out
 
@@ -37,8 +59,86 @@ def test_a_correct_command_passes(model: Path) -> None:
     assert "[OK] quantization-ascend: --quantization ascend" in result.out
 
 
+def test_the_quantized_weights_in_a_subfolder_are_named(tmp_path: Path) -> None:
+    """Field note 003: the package keeps the W8A8 weights in weights/; serving the package
+    root loads no quantization description at all."""
+    package = _model(tmp_path / "Muse-Glimmer-30B-w8a8-vllm-x86", quant=False, vision=False)
+    _model(package / "weights")
+    result = run_cli("check-launch", "--", "vllm", "serve", str(package), "--quantization",
+                     "ascend")
+    assert result.code == 1
+    assert f"quant_model_description.json is in {package / 'weights'}: serve that folder" \
+        in result.out
+
+
+def test_quantization_ascend_without_a_description(tmp_path: Path) -> None:
+    plain = _model(tmp_path / "plain", quant=False, vision=False)
+    result = run_cli("check-launch", "--", "vllm", "serve", str(plain), "--quantization",
+                     "ascend")
+    assert result.code == 1 and "holds no quant_model_description.json" in result.out
+
+
+def test_no_rule_applied_is_said(tmp_path: Path) -> None:
+    plain = _model(tmp_path / "plain", quant=False, vision=False)
+    result = run_cli("check-launch", "--", "vllm", "serve", str(plain))
+    assert result.code == 0
+    assert "[WARN] no launch rule applied to this command" in result.out
+
+
+def test_a_hugging_face_id_resolves_to_its_cached_snapshot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import try_to_load_from_cache
+
+    cache = tmp_path / "hub"
+    repo = cache / "models--Ascend-SACT--Muse-Glimmer-30B-w8a8"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = _model(repo / "snapshots" / commit)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    reference = try_to_load_from_cache("Ascend-SACT/Muse-Glimmer-30B-w8a8", "config.json",
+                                       cache_dir=cache)
+    assert isinstance(reference, str) and Path(reference).parent == snapshot
+    result = run_cli("check-launch", "--", "vllm", "serve", "Ascend-SACT/Muse-Glimmer-30B-w8a8",
+                     "--quantization", "ascend", "--mm-processor-kwargs",
+                     '{"max_image_tokens": 1024}')
+    assert result.code == 0, result.out
+    assert f"model folder served: {Path(reference).parent} (the Hugging Face cache snapshot" \
+        in result.out
+    missing = run_cli("check-launch", "--", "vllm", "serve", "Ascend-SACT/Other")
+    assert missing.code == 1 and "has no snapshot in the Hugging Face cache" in missing.out
+
+
+def _install_quantization_code(site: Path, version: str) -> None:
+    """The real wheel's platform.py and quantization package, laid out in a temp site."""
+    with zipfile.ZipFile(wheels.wheel(version)) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()
+                 if name == "vllm_ascend/platform.py" or
+                 (name.startswith("vllm_ascend/quantization/") and name.endswith(".py"))}
+    make_dist(site, "vllm-ascend", version, {"vllm_ascend/__init__.py": "", **files})
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("version", "detects"), [("0.22.1rc1", True), ("0.13.0", False)])
+def test_quantization_verdict_follows_the_installed_vllm_ascend(
+        model: Path, site: Path, version: str, detects: bool) -> None:
+    _install_quantization_code(site, version)
+    result = run_cli("--site-packages", site, "check-launch", "--", "vllm", "serve", str(model),
+                     "--mm-processor-kwargs", '{"max_image_tokens": 1024}')
+    if detects:
+        assert result.code == 0, result.out
+        assert (f"[OK] quantization-ascend: no --quantization, and none is needed: the "
+                f"installed vllm-ascend {version} detects quant_model_description.json by "
+                "itself (vllm_ascend/platform.py calls maybe_auto_detect_quantization") \
+            in result.out
+    else:
+        assert result.code == 1, result.out
+        assert (f"the installed vllm-ascend {version} does not detect the file by itself "
+                "(its platform.py never calls maybe_auto_detect_quantization)") in result.out
+
+
 def test_deploy_config_knobs_and_repetition_penalty(tmp_path: Path) -> None:
-    config = tmp_path / "deploy.yaml"
+    config = tmp_path / "minicpmo_4_5.yaml"
     config.write_text(yaml.safe_dump({
         "stage_args": [{"engine_args": {"model_stage": "talker"},
                         "token2wav_n_timesteps": 3,
@@ -52,6 +152,30 @@ def test_deploy_config_knobs_and_repetition_penalty(tmp_path: Path) -> None:
     assert "[FAIL] stage_args.0.default_sampling_params.repetition_penalty = 1.2" in result.out
     assert ("[OK] connectors.connector_of_shared_memory.extra.connector_get_sleep_s = 0.001"
             in result.out)
+
+
+def test_repetition_penalty_elsewhere_is_legitimate(tmp_path: Path) -> None:
+    """Field note 000 names the MiniCPM-o configs; 1.1 in another model's config stands."""
+    config = tmp_path / "qwen3_omni.yaml"
+    config.write_text(yaml.safe_dump({"model": "Qwen/Qwen3-Omni-30B-A3B-Instruct",
+                                      "stage_args": [{"default_sampling_params":
+                                                      {"repetition_penalty": 1.1}}]}))
+    result = run_cli("check-launch", "--config", config)
+    assert result.code == 0, result.out
+    assert "[SKIP] stage_args.0.default_sampling_params.repetition_penalty = 1.1: the " \
+           "repetition-penalty rule is for MiniCPM-o configs (field note 000 §3.1) only" \
+        in result.out
+    named = tmp_path / "deploy.yaml"  # the model named inside the config counts as well
+    named.write_text(yaml.safe_dump({"model": "openbmb/MiniCPM-o-4_5", "stage_args": [
+        {"default_sampling_params": {"repetition_penalty": 1.2}}]}))
+    assert run_cli("check-launch", "--config", named).code == 1
+
+
+def test_a_config_with_no_known_knob_says_so(tmp_path: Path) -> None:
+    config = tmp_path / "deploy.yaml"
+    config.write_text(yaml.safe_dump({"stage_args": [{"engine_args": {"max_num_seqs": 4}}]}))
+    result = run_cli("check-launch", "--config", config)
+    assert result.code == 0 and "[WARN]" in result.out and "no launch rule applied" in result.out
 
 
 def test_nothing_to_check_is_a_usage_error() -> None:

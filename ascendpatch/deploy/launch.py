@@ -1,10 +1,13 @@
-"""Launch checks: a `vllm serve` command line (with the model folder it names) and vllm-omni
-deploy configs, against data rules (ascendpatch/data/launch_rules.yaml)."""
+"""Launch checks: a `vllm serve` command line (with the model folder it actually serves) and
+vllm-omni deploy configs, against data rules (ascendpatch/data/launch_rules.yaml) and against
+what the installed vllm-ascend really does (read from its code, never imported)."""
 
 from __future__ import annotations
 
+import ast
 import json
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -12,12 +15,38 @@ from typing import Any
 
 import yaml
 
+from ascendpatch.kinds.hffile import hub_cache
+
+QUANT_FILE = "quant_model_description.json"  # ModelSlim's description (vllm-ascend)
+_HF_REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
 
 @dataclass(frozen=True)
 class Verdict:
     rule: str
     ok: bool
     message: str
+    level: str = ""  # OK / FAIL by default from ok; WARN or SKIP when said
+
+    @property
+    def shown_level(self) -> str:
+        return self.level or ("OK" if self.ok else "FAIL")
+
+
+@dataclass(frozen=True)
+class Served:
+    folder: Path | None
+    named: str | None  # what the command line names
+    how: str  # where the folder came from
+
+
+@dataclass(frozen=True)
+class AscendQuant:
+    """Whether the installed vllm-ascend picks up quant_model_description.json by itself."""
+
+    version: str | None  # None: no vllm-ascend found
+    detects: bool = False
+    evidence: str = ""
 
 
 def rules() -> dict[str, Any]:
@@ -46,6 +75,65 @@ def model_path(argv: Sequence[str]) -> str | None:
     return None
 
 
+def hf_snapshot(repo: str, revision: str | None, env: Mapping[str, str]) -> Path | None:
+    """The cached snapshot folder huggingface_hub would load ``repo`` from (no download)."""
+    root = hub_cache(env) / ("models--" + repo.replace("/", "--"))
+    ref = revision or "main"
+    commit = ref
+    refs = root / "refs" / ref
+    if refs.is_file():
+        commit = refs.read_text().strip()
+    folder = root / "snapshots" / commit
+    return folder if folder.is_dir() else None
+
+
+def served_model(argv: Sequence[str], model_dir: Path | None, env: Mapping[str, str]) -> Served:
+    named = model_path(argv)
+    if model_dir is not None:
+        return Served(model_dir, named, "--model-dir")
+    if named is None:
+        return Served(None, None, "the command names no model")
+    local = Path(named).expanduser()
+    if local.is_dir():
+        return Served(local.resolve(), named, "the local folder the command names")
+    if _HF_REPO.fullmatch(named) and not local.exists():
+        snapshot = hf_snapshot(named, flag_value(argv, "--revision"), env)
+        if snapshot is not None:
+            return Served(snapshot, named, f"the Hugging Face cache snapshot of {named}")
+        return Served(None, named, f"{named} is no local folder and has no snapshot in the "
+                                   f"Hugging Face cache ({hub_cache(env)})")
+    return Served(None, named, f"{named} is not a folder")
+
+
+def _calls(tree: ast.AST, name: str) -> bool:
+    return any(isinstance(node, ast.Call) and
+               getattr(node.func, "id", getattr(node.func, "attr", None)) == name
+               for node in ast.walk(tree))
+
+
+def ascend_quantization(site: Path | None, version: str | None) -> AscendQuant:
+    """Read the installed vllm-ascend: does platform.py call maybe_auto_detect_quantization,
+    and does that look for quant_model_description.json (vllm-ascend >= 0.18 does)?"""
+    if site is None or version is None:
+        return AscendQuant(None)
+    package = site / "vllm_ascend"
+    try:
+        platform = ast.parse((package / "platform.py").read_text(encoding="utf-8"))
+        utils = (package / "quantization" / "utils.py").read_text(encoding="utf-8")
+    except (OSError, SyntaxError, ValueError):
+        return AscendQuant(version, False, "vllm_ascend/quantization/utils.py has no "
+                                           "detect_quantization_method")
+    named = any(QUANT_FILE in p.read_text(encoding="utf-8", errors="replace")
+                for p in (package / "quantization").glob("*.py"))
+    detects = (_calls(platform, "maybe_auto_detect_quantization") and
+               "def detect_quantization_method" in utils and named)
+    evidence = ("vllm_ascend/platform.py calls maybe_auto_detect_quantization, and "
+                "quantization/utils.py detect_quantization_method looks for "
+                f"{QUANT_FILE}" if detects else
+                "its platform.py never calls maybe_auto_detect_quantization")
+    return AscendQuant(version, detects, evidence)
+
+
 def _model_config(folder: Path) -> dict[str, Any]:
     try:
         doc = json.loads((folder / "config.json").read_text())
@@ -54,13 +142,63 @@ def _model_config(folder: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def check_command(argv: Sequence[str], model_dir: Path | None) -> list[Verdict]:
-    folder = model_dir or (Path(model_path(argv) or "") if model_path(argv) else None)
-    if folder is None or not folder.is_dir():
+def _quantization(argv: Sequence[str], folder: Path,
+                  installed: Callable[[], AscendQuant]) -> Verdict | None:
+    value = flag_value(argv, "--quantization")
+    if not (folder / QUANT_FILE).is_file():
+        nested = sorted(p.parent for p in folder.glob(f"*/{QUANT_FILE}"))
+        if nested:
+            return Verdict("quantization-ascend", False,
+                           f"quantization-ascend: {folder} is served, but {QUANT_FILE} is in "
+                           f"{nested[0]}: serve that folder, the one with the W8A8 weights "
+                           "(field note 003: weights/)")
+        if value == "ascend":
+            return Verdict("quantization-ascend", False,
+                           f"quantization-ascend: --quantization ascend, but {folder} holds no "
+                           f"{QUANT_FILE}: vllm-ascend has no description to load the "
+                           "weights with; serve the folder that holds it")
+        return None
+    if value == "ascend":
+        return Verdict("quantization-ascend", True,
+                       f"quantization-ascend: --quantization ascend ({folder} holds "
+                       f"{QUANT_FILE})")
+    if value is not None:
+        return Verdict("quantization-ascend", False,
+                       f"quantization-ascend: --quantization {value}, but {folder} holds "
+                       f"{QUANT_FILE} (ModelSlim W8A8): use --quantization ascend")
+    found = installed()
+    if found.version is None:
+        return Verdict("quantization-ascend", False,
+                       f"quantization-ascend: {folder} holds {QUANT_FILE} and --quantization "
+                       "is not given; no installed vllm-ascend was found to tell whether it "
+                       "detects the file by itself (pass --python or --site-packages): add "
+                       "--quantization ascend, else the weights may load as BF16 and run out "
+                       "of NPU memory (field note 003, pitfall 4)")
+    if found.detects:
+        return Verdict("quantization-ascend", True,
+                       f"quantization-ascend: no --quantization, and none is needed: the "
+                       f"installed vllm-ascend {found.version} detects {QUANT_FILE} by itself "
+                       f"({found.evidence}); --quantization ascend is still harmless")
+    return Verdict("quantization-ascend", False,
+                   f"quantization-ascend: {folder} holds {QUANT_FILE} but --quantization "
+                   f"ascend is missing, and the installed vllm-ascend {found.version} does not "
+                   f"detect the file by itself ({found.evidence}): the weights would load as "
+                   "BF16 and run out of NPU memory (field note 003, pitfall 4)")
+
+
+def check_command(argv: Sequence[str], model_dir: Path | None,
+                  installed: Callable[[], AscendQuant] = lambda: AscendQuant(None),
+                  env: Mapping[str, str] | None = None) -> list[Verdict]:
+    served = served_model(argv, model_dir, env or {})
+    folder = served.folder
+    if folder is None:
         return [Verdict("model-folder", False,
-                        f"cannot find the model folder ({folder or 'not in the command'}); pass "
+                        f"cannot find the model folder the command serves ({served.how}); pass "
                         "--model-dir so the rules that need it can run")]
-    verdicts = []
+    verdicts = [Verdict("model-folder", True, f"model folder served: {folder} ({served.how})")]
+    quant = _quantization(argv, folder, installed)
+    if quant is not None:
+        verdicts.append(quant)
     config = _model_config(folder)
     for rule in rules()["command"]:
         applies = (("when_model_has_file" in rule and (folder / rule["when_model_has_file"])
@@ -72,13 +210,17 @@ def check_command(argv: Sequence[str], model_dir: Path | None) -> list[Verdict]:
         if "json_key" in rule:
             try:
                 ok = value is not None and rule["json_key"] in json.loads(value)
-            except ValueError:
+            except (ValueError, TypeError):
                 ok = False
         else:
             ok = value == rule["value"]
         shown = f"{rule['flag']} {value}" if value is not None else f"no {rule['flag']}"
         verdicts.append(Verdict(rule["id"], ok, f"{rule['id']}: {shown}" if ok else
                                 f"{rule['id']}: {rule['message']}"))
+    if len(verdicts) == 1:
+        verdicts.append(Verdict("no-rule", True, f"no launch rule applied to this command: "
+                                f"{folder} holds no {QUANT_FILE} and its config.json no "
+                                "vision_config; nothing else was checked", level="WARN"))
     return verdicts
 
 
@@ -92,9 +234,19 @@ def _walk(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ..
             yield from _walk(value, (*path, str(index)))
 
 
-def check_config(document: Any) -> list[Verdict]:
+def _mentions(document: Any, name: str, pattern: str) -> bool:
+    """Whether the config is one the rule is about: its file name or any string in it."""
+    found = re.compile(pattern, re.IGNORECASE)
+    if found.search(name):
+        return True
+    return any(isinstance(value, str) and found.search(value) for _, value in _walk(document))
+
+
+def check_config(document: Any, name: str = "") -> list[Verdict]:
     verdicts = []
     for rule in rules()["config"]:
+        scoped = rule.get("only_for")
+        relevant = scoped is None or _mentions(document, name, scoped["pattern"])
         for path, value in _walk(document):
             key, where = path[-1], ".".join(path[:-1])
             dotted = ".".join(path)
@@ -102,6 +254,10 @@ def check_config(document: Any) -> list[Verdict]:
                 ok = where.endswith(rule["only_under"])
                 verdicts.append(Verdict(rule["id"], ok, f"{dotted} = {value!r}" if ok else
                                         f"{dotted} {rule['message']}"))
+            elif key == rule.get("key") and not relevant:
+                verdicts.append(Verdict(rule["id"], True, f"{dotted} = {value!r}: the "
+                                        f"{rule['id']} rule is for {scoped['name']} only; "
+                                        "left as is", level="SKIP"))
             elif key == rule.get("key"):
                 ok = value == rule["expected"]
                 verdicts.append(Verdict(rule["id"], ok, f"{dotted} = {value!r}" if ok else
