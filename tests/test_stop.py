@@ -397,3 +397,11 @@ def test_npu_smi_table_is_shown_afterwards(tmp_path: Path) -> None:
     assert doc["code"] == 0, doc["out"]
     assert "npu-smi info afterwards:" in doc["out"]
     assert "No running processes found in NPU 0" in doc["out"]
+
+
+def test_process_titles_are_shown_escaped() -> None:
+    """Any process can set its title: an escape sequence in it never reaches the terminal."""
+    from ascendpatch.deploy.procs import Proc
+
+    proc = Proc(42, 1, 42, 42, "S", "VLLM::x", "VLLM::\x1b]0;pwned\x07\x1b[2J\0--flag", 0)
+    assert proc.title == "VLLM::\\x1b]0;pwned\\x07\\x1b[2J"

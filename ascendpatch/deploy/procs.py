@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ascendpatch.deploy.text import printable
+
 PROC = Path("/proc")
 VLLM_TITLES = ("VLLM::",)
 _SERVER_MODULES = ("vllm.entrypoints", "vllm_omni.entrypoints")
@@ -36,11 +38,12 @@ class Proc:
 
     @property
     def title(self) -> str:
-        """What ps shows: the vLLM title where there is one (cmdline or the 15-char comm)."""
+        """What ps shows: the vLLM title where there is one (cmdline or the 15-char comm),
+        with control characters escaped (any process can set its title)."""
         first = self.cmdline.split("\0")[0]
         if first.startswith(VLLM_TITLES) or not self.comm.startswith(VLLM_TITLES):
-            return first or self.comm
-        return self.comm
+            return printable(first or self.comm)
+        return printable(self.comm)
 
     @property
     def is_vllm(self) -> bool:
