@@ -179,9 +179,10 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         pytest.skip(NO_NAMESPACE)
     tmp = tmp_path_factory.mktemp("stop-ns")
     tmp.chmod(0o755)
-    run = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
-                          DRIVER, str(tmp), str(_vllm_script(tmp))], capture_output=True,
-                         text=True, env=_env(), cwd=REPO, timeout=300, check=False)
+    run = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                          sys.executable, "-c", DRIVER, str(tmp), str(_vllm_script(tmp))],
+                         capture_output=True, text=True, env=_env(), cwd=REPO, timeout=300,
+                         check=False)
     assert run.returncode == 0, run.stdout + run.stderr  # PID 1 survived every step
     doc = json.loads(run.stdout.splitlines()[-1])
     assert isinstance(doc, dict)
@@ -241,7 +242,7 @@ def test_container_with_vllm_serve_as_pid_1(tmp_path: Path) -> None:
     leftover, `stop --pid 1` is refused, and only --all-vllm stops the engine."""
     tmp_path.chmod(0o755)
     info = tmp_path / "pid1.json"
-    container = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc",
+    container = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
                                   str(_vllm_script(tmp_path)), "serve", "/models/m"],
                                  env={**_env(), "INFO": str(info), "ESCAPE": "0"}, cwd=REPO)
     try:
@@ -278,7 +279,9 @@ def test_container_with_vllm_serve_as_pid_1(tmp_path: Path) -> None:
         assert not alive(pids["engine"]) and not alive(pids["worker"])
         assert alive(1)
     finally:
-        container.kill()  # unshare's child is PID 1: the kernel ends the whole namespace
+        # --kill-child: unshare's death KILLs its child, PID 1, and the kernel then ends the
+        # whole namespace
+        container.kill()
         container.wait(timeout=30)
 
 
@@ -322,9 +325,9 @@ def _ns(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``code`` as PID 1 of a fresh PID namespace; it prints one JSON line."""
     if NO_NAMESPACE is not None:
         pytest.skip(NO_NAMESPACE)
-    run = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
-                          code], capture_output=True, text=True, env={**_env(), **(env or {})},
-                         cwd=REPO, timeout=180, check=False)
+    run = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                          sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**_env(), **(env or {})}, cwd=REPO, timeout=180, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     doc = json.loads(run.stdout.splitlines()[-1])
     assert isinstance(doc, dict)
