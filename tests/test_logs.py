@@ -215,9 +215,12 @@ def _logged_format(source: str, starts: str) -> str:
 
 
 @pytest.mark.integration
-def test_quantization_wording_is_the_real_vllm_ascend_one(tmp_path: Path) -> None:
-    """The line is formatted from the real 0.22.1rc1 wheel's logger call (not paraphrased)."""
-    fmt = _logged_format(_wheel_source("0.22.1rc1", "vllm_ascend/quantization/utils.py"),
+@pytest.mark.parametrize("version", ["0.20.2rc1", "0.22.1rc1", "0.26.0rc1"])
+def test_quantization_wording_is_the_real_vllm_ascend_one(tmp_path: Path, version: str) -> None:
+    """The line is formatted from the real wheel's logger call (not paraphrased), for the
+    first wheel that logs it (0.18.0 detects silently), the release field note 003 deploys,
+    and the newest wheel."""
+    fmt = _logged_format(_wheel_source(version, "vllm_ascend/quantization/utils.py"),
                          "No quantization signature detected")
     line = "(APIServer pid=5) INFO 11-30 05:00:01 [utils.py:174] " + \
         fmt % "/models/Muse-Glimmer-30B-w8a8"
@@ -250,3 +253,13 @@ def test_vllm_ascend_variables_are_checked_against_the_installed_envs_py(site: P
     smooth = run_cli("--site-packages", site, *MUSE, "logs", "--with", "smoothquant",
                      _log(tmp_path, lines[2:], "smooth.log"))
     assert "VLLM_ASCEND_SMOOTH_SCALES is not" not in smooth.out  # the drop-in reads it
+
+
+@pytest.mark.integration
+def test_an_overridden_quantization_is_a_fault_in_real_wording(tmp_path: Path) -> None:
+    fmt = _logged_format(_wheel_source("0.18.0", "vllm_ascend/quantization/utils.py"),
+                         "Auto-detected quantization method '%s' from model files for '%s', but")
+    line = "(APIServer pid=5) WARNING 11-30 05:00:01 [utils.py:160] " + \
+        fmt % ("ascend", "/models/m", "fp8", "ascend")
+    result = run_cli("logs", _log(tmp_path, [line, STARTED]))
+    assert result.code == 1 and "quantization-overridden" in result.out, result.out
