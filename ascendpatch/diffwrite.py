@@ -24,6 +24,9 @@ def _lines(data: bytes | None) -> list[str]:
 
 
 def file_diff(path: str, old: bytes | None, new: bytes | None, context: int = 3) -> str:
+    if not old and not new and (old is None) != (new is None):  # an empty file: no hunks
+        verb = "new" if old is None else "deleted"
+        return f"diff --git a/{path} b/{path}\n{verb} file mode 100644\n"
     before = "/dev/null" if old is None else f"a/{path}"
     after = "/dev/null" if new is None else f"b/{path}"
     out = []

@@ -114,7 +114,8 @@ def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: b
     if dry_run:
         return _result(plan, Status.NOT_APPLIED, Level.WARN, f"{title}: would be applied",
                        files=_file_results(plan.files, after, "pristine"), diff=unified_diff(plan))
-    changes = [Change(f.path, f.current, f.desired.data, link=f.desired.link) for f in pending]
+    changes = [Change(f.path, f.current, f.desired.data, link=f.desired.link,
+                      mode=f.desired.mode) for f in pending]
     originals = [f.original.data for f in plan.files
                  if f.original.known and f.original.data is not None]
     store.commit(changes, lambda ledger: _record(ledger, plan, store), keep=originals)
@@ -153,9 +154,14 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
     if verb == "reverted":
         return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=tuple(files))
     return _result(plan, Status.FAILED, Level.FAIL,
-                   f"{title}: written, but the re-check finds it {fresh.state}; fix: report this "
-                   f"as a bug with 'ascendpatch status --json'", files=tuple(files),
+                   f"{title}: written, but the re-check finds it {_word(fresh.state)}; fix: "
+                   f"report this as a bug with 'ascendpatch status --json'", files=tuple(files),
                    details=_details(fresh))
+
+
+def _word(state: FileStatus | None) -> str:
+    """A state as users read it ("pristine"), never an enum's repr."""
+    return "without files" if state is None else state.value
 
 
 # ---------------------------------------------------------------------------- revert
@@ -224,12 +230,14 @@ def _original(fp: FilePlan, record: LedgerFile | None, store: StateStore) \
         backup = store.read_backup(record.backup)
         if backup is not None:
             return (backup,)
-    if fp.state is not FileStatus.CONFLICT and fp.original.known:
+    if fp.state is not FileStatus.CONFLICT and fp.original.known and fp.revert_refusal is None:
         return (fp.original.data,)
     return None
 
 
 def _why_not(fp: FilePlan) -> str:
+    if fp.revert_refusal is not None and fp.state is not FileStatus.CONFLICT:
+        return fp.revert_refusal
     if fp.state is FileStatus.CONFLICT:
         return "it was changed after ascendpatch wrote it (unrecognised content)"
     return "its backup is gone and the original cannot be reconstructed from the patch"

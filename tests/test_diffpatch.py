@@ -83,7 +83,7 @@ def test_offset_is_found_exactly_and_reported() -> None:
     shifted = ("# header\n" * 5 + ORIGINAL).encode()
     analysis = analyze(_patch(), shifted)
     assert analysis.state is FileState.PRISTINE
-    assert [h.offset for h in analysis.hunks] == [5, 0]  # hunk 2 is relative to hunk 1
+    assert [h.offset for h in analysis.hunks] == [5, 5]  # from the header, as git reports
     assert "offset +5 lines" in analysis.summary()
 
 

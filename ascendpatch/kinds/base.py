@@ -33,6 +33,7 @@ class Content:
     data: bytes | None  # None: the file is (or should be) absent
     known: bool = True
     link: str | None = None  # the file is (or should be) a symlink to this relative target
+    mode: int | None = None  # permission bits to give a file this content creates
 
 
 UNKNOWN = Content(None, known=False)
@@ -49,6 +50,9 @@ class FilePlan:
     detail: str = ""
     forceable: bool = False  # --force may overwrite this conflict with ``desired``
     prune_to: Path | None = None  # when removed (revert), remove emptied folders up to here
+    # Why ``original`` may not be restored without a ledger record proving ascendpatch wrote
+    # the current content (None: content alone is proof enough).
+    revert_refusal: str | None = None
 
 
 @dataclass(frozen=True)

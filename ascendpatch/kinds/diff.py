@@ -25,10 +25,10 @@ _STATUS = {FileState.PRISTINE: FileStatus.PRISTINE, FileState.APPLIED: FileStatu
 @lru_cache(maxsize=64)
 def _load(source: Path, mtime_ns: int) -> tuple[FilePatch, ...]:
     try:
-        text = source.read_text(encoding="utf-8", errors="surrogateescape")
+        data = source.read_bytes()  # bytes: a lone \r inside a line is content
     except OSError as exc:
         raise InvalidInputError(f"patch {source} cannot be read ({exc})") from None
-    return parse_patch(text, origin=str(source))
+    return parse_patch(data, origin=str(source))
 
 
 def load_patch(source: Path) -> tuple[FilePatch, ...]:
@@ -73,8 +73,39 @@ class DiffKind:
             original = Content(current)
         if state is FileStatus.APPLIED:
             desired = Content(current)
+        if desired.known and patch.mode is not None and current is None:
+            desired = Content(desired.data, mode=patch.mode)
         detail = _detail(ctx, patch, analysis, current, desired)
-        return FilePlan(patch.path, path, state, current, desired, original, detail)
+        refusal = _revert_refusal(ctx, patch.path, current, original) \
+            if state in (FileStatus.APPLIED, FileStatus.PARTIAL) else None
+        return FilePlan(patch.path, path, state, current, desired, original, detail,
+                        revert_refusal=refusal)
+
+
+def _sha(data: bytes | None) -> str | None:
+    return None if data is None else sha256_bytes(data)
+
+
+def _revert_refusal(ctx: KindContext, rel: str, current: bytes | None, original: Content) \
+        -> str | None:
+    """Without a ledger record, reversing is allowed only when something proves the patch is
+    ours: the file is the manifest's ``after``, or it differs from the wheel's RECORD and the
+    reversed content is what RECORD lists (a file RECORD does not list: absent)."""
+    now = _sha(current)
+    hashes = ctx.variant.sha256.get(rel)
+    if hashes and now in hashes.after:
+        return None
+    listed = ctx.dist.record if ctx.dist is not None else {}
+    if listed:
+        entry = listed.get(rel)
+        shipped = entry.sha256 if entry is not None else None
+        if original.known and now != shipped and _sha(original.data) == shipped:
+            return None
+        if now == shipped:
+            return ("no ledger record, and it is exactly as the package shipped it (its RECORD "
+                    "hash): the change is upstream, not ascendpatch's")
+    return ("no ledger record, and nothing proves ascendpatch patched it (not the manifest's "
+            "'after' hash; reversing it would not give the RECORD content)")
 
 
 def _detail(ctx: KindContext, patch: FilePatch, analysis: FileAnalysis, current: bytes | None,

@@ -42,6 +42,7 @@ class Change:
     after: bytes | None
     link: str | None = None  # make ``path`` a symlink to this (``after``: what it resolves to)
     prune_to: Path | None = None  # on removal, also remove emptied folders up to this one
+    mode: int | None = None  # permission bits for a file this change creates (None: keep/0644)
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class StateStore:
             atomic.symlink_atomic(change.path, change.link)
         else:
             change.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic.write_atomic(change.path, change.after)
+            atomic.write_atomic(change.path, change.after, mode=change.mode)
         atomic.drop_bytecode(change.path)
         crash.point()
 
