@@ -376,6 +376,7 @@ class _Placement:
     positions: tuple[int | None, ...]
     offsets: tuple[int, ...]
     evidence: int  # lines of the images found
+    distance: int  # how far from their headers the images were found, summed
 
 
 def _expected(hunk: Hunk, forward: bool) -> tuple[int, bool, bool]:
@@ -399,19 +400,21 @@ def _place(image: _Image, hunks: Sequence[Hunk], forward: bool) -> _Placement:
     work = image.copy()
     positions: list[int | None] = []
     offsets: list[int] = []
-    evidence = 0
+    evidence = distance = 0
     for hunk in hunks:
         line, beginning, end = _expected(hunk, forward)
         wanted = hunk.pre_keys if forward else hunk.post_keys
         pos = work.find(wanted, line, beginning, end)
         if pos is None:
             positions.append(None)
-            return _Placement(None, tuple(positions), tuple(offsets), evidence)
+            return _Placement(None, tuple(positions), tuple(offsets), evidence, distance)
+        anchor = _anchor(hunk, forward)
         positions.append(pos)
-        offsets.append(pos - _anchor(hunk, forward))
+        offsets.append(pos - anchor)
+        distance += min(abs(pos - anchor), abs(pos - line))  # equal lines: either is right
         evidence += len(wanted)
         work.splice(pos, hunk, forward)
-    return _Placement(work, tuple(positions), tuple(offsets), evidence)
+    return _Placement(work, tuple(positions), tuple(offsets), evidence, distance)
 
 
 @dataclass
@@ -436,8 +439,8 @@ def _core(image: _Image, hunks: Sequence[Hunk]) -> _Decision:
     fwd = _round_trip(image, hunks, True)
     rev = _round_trip(image, hunks, False)
     if fwd is not None and rev is not None:
-        score_f = (sum(abs(o) for o in fwd.offsets), -fwd.evidence)
-        score_r = (sum(abs(o) for o in rev.offsets), -rev.evidence)
+        score_f = (fwd.distance, -fwd.evidence)
+        score_r = (rev.distance, -rev.evidence)
         state = FileState.PRISTINE if score_f < score_r else FileState.APPLIED
     elif fwd is not None:
         state = FileState.PRISTINE
@@ -488,7 +491,8 @@ def _ambiguous(patch: FilePatch, image: _Image, placement: _Placement) -> FileAn
         found = image.candidates(hunk.pre_keys) if hunk.pre_keys else []
         if len(found) > 1 or off:
             lines = ", ".join(str(p + 1) for p in found[:8]) + (" ..." if len(found) > 8 else "")
-            shown.append(f"hunk #{hunk.index} matches at line(s) {lines or 'anywhere'}")
+            shown.append(f"hunk #{hunk.index} matches at line(s) {lines}" if lines else
+                         f"hunk #{hunk.index} has no context and fits anywhere")
         reports.append(HunkReport(hunk.index, HunkState.CONFLICT, pos, off,
                                   f"    candidates: {', '.join(str(p + 1) for p in found[:8])}"))
     where = "; ".join(shown) or "its own inserted lines would match again"
@@ -516,7 +520,7 @@ def _per_hunk(patch: FilePatch, image: _Image, current: bytes) -> FileAnalysis:
         else:
             states.append(HunkState.CONFLICT)
     if HunkState.CONFLICT in states or len(set(states)) == 1:
-        return _conflict(patch, image, states)
+        return _conflict(patch, image, states, _placed_but_unproven(image, patch.hunks))
     todo = [h for h, s in zip(patch.hunks, states, strict=True) if s is HunkState.PRISTINE]
     done = [h for h, s in zip(patch.hunks, states, strict=True) if s is HunkState.APPLIED]
     completed = _place(image, todo, True)
@@ -534,7 +538,19 @@ def _per_hunk(patch: FilePatch, image: _Image, current: bytes) -> FileAnalysis:
                         forward=(completed.result.render(),), reverse=(undone.result.render(),))
 
 
-def _conflict(patch: FilePatch, image: _Image, states: Sequence[HunkState]) -> FileAnalysis:
+def _placed_but_unproven(image: _Image, hunks: Sequence[Hunk]) -> str:
+    forward = _place(image, hunks, True)
+    if forward.result is None:
+        return ""
+    moved = sorted({off for off in forward.offsets if off})
+    where = f" (offsets {', '.join(f'{o:+d}' for o in moved)})" if moved else ""
+    return ("ambiguous placement: the hunks fit" + where + ", but the result would not "
+            "reverse to this content, so their places cannot be proven; port the patch with "
+            "more context")
+
+
+def _conflict(patch: FilePatch, image: _Image, states: Sequence[HunkState],
+              reason: str = "") -> FileAnalysis:
     reports = []
     for hunk, state in zip(patch.hunks, states, strict=True):
         if state is HunkState.CONFLICT:
@@ -543,9 +559,9 @@ def _conflict(patch: FilePatch, image: _Image, states: Sequence[HunkState]) -> F
                                       _nearest_code(image, hunk, line)))
         else:
             reports.append(HunkReport(hunk.index, state, None, 0))
-    reason = "" if HunkState.CONFLICT in states else (
-        "every hunk matches on its own, but not all together (overlapping or ambiguous "
-        "placement)")
+    if not reason and HunkState.CONFLICT not in states:
+        reason = ("every hunk matches on its own, but not all together (overlapping or "
+                  "ambiguous placement)")
     return FileAnalysis(patch.path, FileState.CONFLICT, tuple(reports), reason)
 
 

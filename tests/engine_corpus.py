@@ -11,6 +11,7 @@ reference, ``--unidiff-zero`` for the ``-U0`` form). Used by the integration tes
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import subprocess
@@ -20,8 +21,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ascendpatch.diffpatch import FilePatch, FileState, analyze, apply_forward, apply_reverse, \
-    parse_patch
+from ascendpatch.diffpatch import (
+    FilePatch,
+    FileState,
+    analyze,
+    apply_forward,
+    apply_reverse,
+    parse_patch,
+)
 from tests.wheels import wheel
 
 CHAINS = (("0.15.0rc1", "0.16.0rc1", "0.17.0rc1"), ("0.18.0rc1", "0.18.0", "0.19.1rc1"))
@@ -87,7 +94,7 @@ def make_patches(work: Path, chain: Sequence[str], releases: dict[str, dict[str,
         _run(["git", "commit", "-q", "--allow-empty", "-m", version], repo)
         commits[version] = _run(["git", "rev-parse", "HEAD"], repo).stdout.decode().strip()
     patches: list[CorpusPatch] = []
-    for old, new in zip(chain, chain[1:], strict=False):
+    for old, new in itertools.pairwise(chain):
         for context in (0, 1, 3):
             out = _run(["git", "diff", f"-U{context}", "--no-renames", "--no-color",
                         commits[old], commits[new]], repo).stdout
@@ -173,7 +180,7 @@ def compare(patch: CorpusPatch, target: str, relation: str, current: bytes | Non
     rev_ok, _ = git.run(patch, current, reverse=True, check=True)
     try:
         (fp,) = parse_patch(patch.text, origin=patch.path)
-    except Exception as exc:  # noqa: BLE001 - a parse failure is an outcome to report
+    except Exception as exc:
         return Outcome(patch, target, relation, "error", git_ok, rev_ok, note=str(exc))
     state, out, note = engine_outcome(fp, current)
     outcome = Outcome(patch, target, relation, state, git_ok, rev_ok, note=note)

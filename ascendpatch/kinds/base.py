@@ -25,6 +25,9 @@ class FileStatus(str, enum.Enum):
     PARTIAL = "partial"  # some hunks applied, some not
     CONFLICT = "conflict"  # content ascendpatch does not recognise
 
+    def __str__(self) -> str:  # users read "pristine", never "FileStatus.PRISTINE"
+        return self.value
+
 
 @dataclass(frozen=True)
 class Content:
