@@ -95,8 +95,51 @@ def unified_diff(plan: ArtifactPlan) -> str:
 # ---------------------------------------------------------------------------- apply
 
 
-def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: bool) \
-        -> ArtifactResult:
+class Batch:
+    """The writes of several artifacts as one transaction: one journal, one ledger write.
+
+    ``apply`` of a whole catalog collects each artifact's changes here and commits them
+    together (a crash rolls back the batch; re-running is safe). An artifact that touches a
+    file already in the batch makes the caller flush first, so it is evaluated on the file
+    as the earlier artifacts left it.
+    """
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self._items: list[tuple[ArtifactResult, ArtifactPlan, list[Change], list[bytes]]] = []
+        self._paths: set[str] = set()
+
+    def touches(self, plan: ArtifactPlan) -> bool:
+        return any(str(f.path) in self._paths for f in plan.files)
+
+    def add(self, plan: ArtifactPlan, changes: list[Change], keep: list[bytes]) \
+            -> ArtifactResult:
+        pending = _result(plan, Status.NOT_APPLIED, Level.WARN,
+                          f"{plan.artifact.title}: pending")
+        self._items.append((pending, plan, changes, keep))
+        self._paths.update(str(f.path) for f in plan.files)
+        return pending
+
+    def flush(self, results: list[ArtifactResult]) -> None:
+        """Commit everything added; replace each pending result by its re-checked one."""
+        if not self._items:
+            return
+        items, self._items, self._paths = self._items, [], set()
+
+        def update(ledger: Ledger) -> Ledger:
+            for _, plan, _, _ in items:
+                ledger = _record(ledger, plan, self.store)
+            return ledger
+
+        self.store.commit([c for _, _, changes, _ in items for c in changes], update,
+                          keep=[k for _, _, _, keep in items for k in keep])
+        for pending, plan, _, _ in items:
+            index = next(i for i, r in enumerate(results) if r is pending)
+            results[index] = _recheck(plan, "applied")
+
+
+def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: bool,
+               batch: Batch | None = None) -> ArtifactResult:
     if plan.skip is not None:
         return skipped(plan)
     empty = nothing_to_do(plan)
@@ -118,6 +161,8 @@ def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: b
                       mode=f.desired.mode) for f in pending]
     originals = [f.original.data for f in plan.files
                  if f.original.known and f.original.data is not None]
+    if batch is not None:
+        return batch.add(plan, changes, originals)
     store.commit(changes, lambda ledger: _record(ledger, plan, store), keep=originals)
     return _recheck(plan, "applied")
 

@@ -6,7 +6,7 @@ from argparse import Namespace
 
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.engine import apply_plan
+from ascendpatch.engine import Batch, apply_plan
 from ascendpatch.planner import evaluate, prepare, select
 from ascendpatch.results import ArtifactResult, CommandResult, pending_exit_code
 
@@ -17,9 +17,15 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = Fa
     prepared = prepare(artifacts, ctx.target, ctx.env)  # every bad input raises before writing
     results: list[ArtifactResult] = []
     with locked(ctx) as session:
+        batch = Batch(session.store)  # one transaction for the whole run (a catalog: < 1 s)
         for artifact, kctx in prepared:
-            plan = evaluate(artifact, kctx)  # fresh: an earlier artifact may share a file
-            results.append(apply_plan(plan, session.store, force=force, dry_run=dry_run))
+            plan = evaluate(artifact, kctx)
+            if batch.touches(plan):  # an earlier artifact shares a file: write it first,
+                batch.flush(results)
+                plan = evaluate(artifact, kctx)  # then look again
+            results.append(apply_plan(plan, session.store, force=force, dry_run=dry_run,
+                                      batch=batch))
+        batch.flush(results)
     command = "apply --dry-run" if dry_run else "apply"
     code = pending_exit_code(results) if dry_run else None
     return CommandResult(command, tuple(results), tuple(session.notes), exit_code_override=code)

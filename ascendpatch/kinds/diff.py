@@ -22,7 +22,7 @@ _STATUS = {FileState.PRISTINE: FileStatus.PRISTINE, FileState.APPLIED: FileStatu
            FileState.PARTIAL: FileStatus.PARTIAL, FileState.CONFLICT: FileStatus.CONFLICT}
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4096)  # a catalog's patches, parsed once per run
 def _load(source: Path, mtime_ns: int) -> tuple[FilePatch, ...]:
     try:
         data = source.read_bytes()  # bytes: a lone \r inside a line is content
