@@ -156,7 +156,8 @@ def main() -> int:
         shutil.rmtree(site)
         shutil.copytree(pristine, site, symlinks=True)
         few = ids[:PER_PROCESS_SAMPLE]  # the per-process figure is extrapolated from these
-        single.append(sum(cli(site, manifest, "apply", aid) for aid in few) * len(ids) / len(few))
+        per_process = sum(cli(site, manifest, "apply", aid) for aid in few)
+        single.append(per_process * len(ids) / len(few))
         catalog_jobs = [(p, corpus.releases[BATCH_PAIR[0]].get(p.path)) for p in corpus.patches
                         if (p.old, p.new, p.form) == (*BATCH_PAIR, "git -U3")]
         git_catalog = git_pass(catalog_jobs, scratch)
@@ -167,8 +168,8 @@ def main() -> int:
               f" (wall), {'met' if bc < GOAL_BATCH else 'NOT met'} (CPU)")
         print(f"re-apply    {a:7.3f} s wall, {ac:6.3f} s CPU  (all already applied)")
         print(f"machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"one process per artifact {s:7.3f} s (from {PER_PROCESS_SAMPLE})   git apply, one per patch "
-              f"{git_catalog:7.3f} s   batch / git apply {b / git_catalog:5.2f}")
+        print(f"one process per artifact {s:7.3f} s (from {PER_PROCESS_SAMPLE})   git apply, "
+              f"one per patch {git_catalog:7.3f} s   batch / git apply {b / git_catalog:5.2f}")
         if args.json:
             args.json.write_text(json.dumps({
                 "engine_s": engine_s, "git_apply_s": git_s, "ratio": ratio,
