@@ -22,9 +22,18 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
+from ascendpatch.diffpatch import (
+    FilePatch,
+    FileState,
+    HunkState,
+    analyze,
+    apply_forward,
+    parse_patch,
+)
 from tests import engine_corpus
 
 pytestmark = pytest.mark.integration
@@ -33,13 +42,18 @@ PER_PAIR = None if os.environ.get("ASCENDPATCH_ENGINE_CORPUS") == "full" else 30
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> list[engine_corpus.Outcome]:
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> engine_corpus.Corpus:
     if shutil.which("git") is None or shutil.which("diff") is None:
         pytest.fail("the differential test needs git and diff (apt-get install git diffutils)")
-    work = tmp_path_factory.mktemp("corpus")
-    corpus = engine_corpus.build(work / "build")
+    return engine_corpus.build(tmp_path_factory.mktemp("corpus") / "build")
+
+
+@pytest.fixture(scope="module")
+def outcomes(corpus: engine_corpus.Corpus, tmp_path_factory: pytest.TempPathFactory) \
+        -> list[engine_corpus.Outcome]:
+    work = tmp_path_factory.mktemp("apply")
     patches = engine_corpus.sample(corpus.patches, PER_PAIR)
-    done = engine_corpus.run(corpus, patches, work / "apply")
+    done = engine_corpus.run(corpus, patches, work)
     figures = engine_corpus.table(done)
     (work / "figures.txt").write_text(figures)
     sys.stdout.write("\n" + figures + "\n")  # the agreement figures (pytest -s shows them)
@@ -100,3 +114,76 @@ def test_refusals_where_git_applies_are_proven_ambiguous(
 def test_already_applied_agrees_with_git_reverse(outcomes: list[engine_corpus.Outcome]) -> None:
     bad = [o for o in outcomes if o.category == "engine: already applied; git -R refuses"]
     assert not bad, _show(bad)
+
+
+def _case(corpus: engine_corpus.Corpus, form: str, old: str, path: str, target: str) \
+        -> tuple[FilePatch, bytes | None]:
+    (patch,) = [p for p in corpus.patches if (p.form, p.old, p.path) == (form, old, path)]
+    (parsed,) = parse_patch(patch.text, origin=path)
+    return parsed, corpus.releases[target].get(path)
+
+
+OPS_INFO = ("vllm_ascend/_cann_ops_custom/vendors/vllm-ascend/op_impl/ai_core/tbe/config/"
+            "ascend910b/aic-ascend910b-ops-info.json")
+
+
+@pytest.mark.parametrize("form, path", [
+    ("git -U1", "vllm_ascend/distributed/kv_transfer/__init__.py"),
+    ("git -U3", OPS_INFO)])
+def test_the_reported_duplications_are_refused_as_ambiguous(
+        corpus: engine_corpus.Corpus, form: str, path: str) -> None:
+    """Issue 12's cases: 0.16.0rc1 -> 0.17.0rc1 on 0.15.0rc1 registered the connector twice
+    and duplicated a 148-line block; git apply does the same. Now: a conflict naming where."""
+    patch, current = _case(corpus, form, "0.16.0rc1", path, "0.15.0rc1")
+    analysis = analyze(patch, current)
+    assert analysis.state is FileState.CONFLICT
+    assert "ambiguous placement" in analysis.summary()
+
+
+def test_cpu_binding_hunks_agree_with_git(corpus: engine_corpus.Corpus, tmp_path: Path) -> None:
+    """Issue 12: the -U1 patch of cpu_binding.py (0.18.0 -> 0.19.1rc1) on 0.18.0rc1 called a
+    hunk applied while its removed lines were still there."""
+    form, path = "git -U1", "vllm_ascend/cpu_binding.py"
+    patch, current = _case(corpus, form, "0.18.0", path, "0.18.0rc1")
+    assert current is not None
+    analysis = analyze(patch, current)
+    lines = current.decode().splitlines()
+    for hunk, report in zip(patch.hunks, analysis.hunks, strict=True):
+        removed = [text for kind, text, _ in hunk.ops if kind == "-"]
+        if report.state is HunkState.APPLIED:
+            assert not all(line in lines for line in removed) or not removed, hunk.header
+    (raw,) = [p for p in corpus.patches if (p.form, p.old, p.path) == (form, "0.18.0", path)]
+    git_ok, git_out = engine_corpus.GitApply(tmp_path / "w").run(raw, current)
+    if analysis.state is FileState.PRISTINE:
+        assert git_ok and apply_forward(patch, current, analysis) == git_out
+    else:
+        assert not git_ok or "ambiguous" in analysis.summary()
+
+
+def test_revert_refuses_an_upstream_change_that_matches_record(
+        corpus: engine_corpus.Corpus, outcomes: list[engine_corpus.Outcome],
+        tmp_path: Path) -> None:
+    """Issue 12: a 0.19.1rc1 file already holds the 0.18.0 change upstream and matches
+    RECORD; revert 'reversed' it. Without a ledger record nothing proves the patch is ours."""
+    from ascendpatch.standins import write_distribution
+    from tests.kit import run_cli, tree_digest, write_manifest
+
+    upstream = [p for p in corpus.patches
+                if (p.old, p.new, p.form) == ("0.18.0rc1", "0.18.0", "git -U3") and
+                analyze(parse_patch(p.text, origin="x")[0],
+                        corpus.releases["0.19.1rc1"].get(p.path)).state is FileState.APPLIED]
+    assert upstream, "no 0.18.0 change is upstream in 0.19.1rc1: the corpus changed"
+    patch = upstream[0]
+    site = tmp_path / "site"
+    site.mkdir()
+    write_distribution(site, "vllm-ascend", "0.19.1rc1", corpus.releases["0.19.1rc1"], (),
+                       summary="release files", installer="pip")
+    (tmp_path / "fix.patch").write_bytes(patch.text)
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "upstream", "title": "an upstream change", "kind": "diff",
+        "distribution": "vllm-ascend", "versions": ">=0.18", "source": "fix.patch"}])
+    before = tree_digest(site)
+    result = run_cli("--site-packages", site, "--manifest", manifest, "revert")
+    assert result.code == 1, result.out + result.err
+    assert patch.path in result.out and "RECORD" in result.out and "fix:" in result.out
+    assert tree_digest(site) == before
