@@ -493,8 +493,10 @@ def _ambiguous(patch: FilePatch, image: _Image, placement: _Placement) -> FileAn
             lines = ", ".join(str(p + 1) for p in found[:8]) + (" ..." if len(found) > 8 else "")
             shown.append(f"hunk #{hunk.index} matches at line(s) {lines}" if lines else
                          f"hunk #{hunk.index} has no context and fits anywhere")
+        listed = ", ".join(str(p + 1) for p in found[:8])
         reports.append(HunkReport(hunk.index, HunkState.CONFLICT, pos, off,
-                                  f"    candidates: {', '.join(str(p + 1) for p in found[:8])}"))
+                                  f"    candidate lines: {listed}" if listed else
+                                  "    (no context: fits anywhere)"))
     where = "; ".join(shown) or "its own inserted lines would match again"
     reason = (f"ambiguous placement: after applying, the patch would still apply ({where}); "
               "port the patch with more context")
