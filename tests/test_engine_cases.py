@@ -288,3 +288,44 @@ def test_new_file_mode_and_empty_new_file_through_apply(site: Path, tmp_path: Pa
     assert _cli(base, "apply").out.strip() == "[OK] demo fix already applied"
     assert _cli(base, "revert").code == 0
     assert not script.exists() and not (site / "demo" / "py.typed").exists()
+
+
+# --------------------------------------------------------------- batch: one transaction
+
+ON_TOP = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -4,3 +4,3 @@
+ v4 = 4
+-v5 = 55
++v5 = 555
+ v6 = 6
+"""
+OTHER_FILE = """\
+--- a/demo/__init__.py
++++ b/demo/__init__.py
+@@ -0,0 +1 @@
++VERSION = 1
+"""
+
+
+def test_one_apply_run_batches_artifacts_and_sees_earlier_writes(site: Path,
+                                                                 tmp_path: Path) -> None:
+    """Three artifacts in one run: two on separate files share one transaction; the third
+    patches the first one's result, so the batch is written before it is evaluated."""
+    make_dist(site, "demo", "1.0", {"demo/__init__.py": "", "demo/mod.py": ORIG})
+    sources = {"a": EDIT, "b": OTHER_FILE, "c": ON_TOP}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.patch").write_text(text)
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": name, "title": f"fix {name}", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": f"{name}.patch"} for name in sources])
+    base = ["--site-packages", str(site), "--manifest", str(manifest)]
+    first = _cli(base, "apply")
+    assert first.code == 0, first.out + first.err
+    assert first.out.splitlines() == ["[OK] Applied fix a", "[OK] Applied fix b",
+                                      "[OK] Applied fix c"]
+    assert (site / "demo" / "mod.py").read_text() == ORIG.replace("v5 = 5\n", "v5 = 555\n")
+    assert (site / "demo" / "__init__.py").read_text() == "VERSION = 1\n"
+    again = _cli(base, "apply", "b", "c")  # (a's own lines were changed again by c)
+    assert again.out.splitlines() == ["[OK] fix b already applied", "[OK] fix c already applied"]
