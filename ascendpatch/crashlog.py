@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import stat
 import sys
 import tempfile
 import time
@@ -24,7 +26,27 @@ def log_dir() -> Path:
     return Path(cache) / "ascendpatch" / "logs"
 
 
+def _private_folder(folder: Path) -> Path | None:
+    """``folder``, created 0700 when missing; None when it is a link or not ours to use."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        info = folder.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return None  # a symlink, a file, or someone else's folder: never followed
+    if info.st_mode & 0o077:
+        with contextlib.suppress(OSError):
+            folder.chmod(0o700)
+    return folder
+
+
 def write(exc: BaseException, argv: Sequence[str]) -> str:
+    """Write the log into the private log folder (mode 0700) with a fresh, unpredictable
+    file (``mkstemp``: ``O_EXCL | O_NOFOLLOW``); a planted link is never followed. Where that
+    folder is unusable, a fresh private folder from ``mkdtemp`` takes it."""
     lines = [
         f"ascendpatch {__version__}",
         f"python {sys.version.split()[0]} ({sys.executable})",
@@ -34,13 +56,14 @@ def write(exc: BaseException, argv: Sequence[str]) -> str:
         *traceback.format_exception(type(exc), exc, exc.__traceback__),
     ]
     text = "\n".join(line.rstrip("\n") for line in lines) + "\n"
-    name = time.strftime("error-%Y%m%d-%H%M%S") + f"-{os.getpid()}.log"
-    for folder in (log_dir(), Path(tempfile.gettempdir())):
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            path = folder / name
-            path.write_text(text, encoding="utf-8")
-            return str(path)
-        except OSError:
-            continue
-    return "(no writable log folder)"
+    prefix = time.strftime("error-%Y%m%d-%H%M%S") + f"-{os.getpid()}-"
+    folder = _private_folder(log_dir())
+    try:
+        if folder is None:
+            folder = Path(tempfile.mkdtemp(prefix="ascendpatch-logs-"))  # 0700, fresh
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".log", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError:
+        return "(no writable log folder)"
+    return name

@@ -260,7 +260,9 @@ def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger) -> Artifa
         return _result(plan, Status.NOT_APPLIED, Level.OK,
                        f"{title} is not applied; nothing to revert",
                        files=_file_results(plan.files))
-    changes = [Change(r.plan.path, r.plan.current, r.data, prune_to=r.plan.prune_to)
+    root = plan.context.root if plan.context else None  # a file the patch created goes with
+    changes = [Change(r.plan.path, r.plan.current, r.data,  # the folders it emptied
+                      prune_to=r.plan.prune_to or (root if r.data is None else None))
                for r in restores] + extra
     store.commit(changes, lambda led: {k: v for k, v in led.items() if k != aid})
     return _recheck(plan, "reverted")

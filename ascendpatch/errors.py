@@ -63,3 +63,11 @@ class LockTimeoutError(AscendpatchError):
 
 class RefusedError(AscendpatchError):
     """An operation was refused because it would damage the target."""
+
+
+class StateError(InvalidInputError):
+    """ascendpatch's own state (journal, ledger, backups) has a shape it did not write."""
+
+
+class WriteFaultError(AscendpatchError):
+    """The file system refused a write (disk full, read-only, no permission); nothing changed."""

@@ -51,7 +51,8 @@ def run(ctx: Context, *, baseline: Path | None = None, workers: int | None = Non
     from ascendpatch import snapshot  # only with --baseline
 
     base = snapshot.load(baseline) if baseline is not None else None
-    report = audit(ctx.target, expected_changes(ctx), workers=workers)
+    with context.shared(ctx):  # a live apply finishes first: no half-written state as drift
+        report = audit(ctx.target, expected_changes(ctx), workers=workers)
     results = _lines(report)
     if base is not None:
         current = {d.name: snapshot.describe_distribution(d)

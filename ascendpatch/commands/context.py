@@ -7,6 +7,7 @@ from argparse import Namespace
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascendpatch.manifest.model import Manifest
@@ -28,7 +29,19 @@ class Context:
 
     @property
     def store(self) -> StateStore:
-        return StateStore(self.target.root)
+        return StateStore(self.target.root, state_roots(self.env))
+
+
+def state_roots(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """Trees besides the target that kinds write into (paths in state files may lie there)."""
+    from ascendpatch.kinds import KINDS
+
+    roots = []
+    for kind in KINDS.values():
+        root_for = getattr(kind, "root_for", None)
+        if root_for is not None:
+            roots.append(Path(root_for(env)))
+    return tuple(roots)
 
 
 @dataclass
@@ -45,17 +58,34 @@ def locked(ctx: Context) -> Iterator[Session]:
 
 
 @contextmanager
+def shared(ctx: Context) -> Iterator[Session]:
+    """A reader's lock: waits for a live apply or revert to finish, never blocks readers."""
+    session = Session(ctx.store)
+    with session.store.session(ctx.lock_timeout, ctx.on_wait, session.notes, shared=True):
+        yield session
+
+
+@contextmanager
 def reading(ctx: Context) -> Iterator[Session]:
-    """Read-only commands lock (and recover) when they can write, and read as-is otherwise."""
-    store = ctx.store
-    if not store.journal_path.exists() or store.writable():
-        with locked(ctx) as session:
+    """Read-only commands hold the shared lock; an interrupted run's journal is rolled back
+    first (exclusively) when they can write, and reported otherwise. A roll-back the file
+    system refuses (disk full) becomes a note: the command still answers."""
+    with shared(ctx) as session:
+        store = session.store
+        if not store.needs_recovery():
             yield session
-        return
+            return
+        if not store.writable():
+            if store.journal_path.exists():
+                session.notes.append(f"an interrupted run left {store.journal_path}; run a "
+                                     "writing "
+                                     "command (apply or revert) as a user who can write the "
+                                     "target")
+            yield session
+            return
     session = Session(store)
-    session.notes.append(f"an interrupted run left {store.journal_path}; run a writing "
-                         "command (apply or revert) as a user who can write the target")
-    yield session
+    with store.session(ctx.lock_timeout, ctx.on_wait, session.notes, tolerate_faults=True):
+        yield session
 
 
 def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:

@@ -91,7 +91,8 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
     has_python = target.python is not None
     results: list[CheckResult] = []
     results += pins.check(manifest, target, cann.cann_version(env) if has_python else None)
-    artifact_results, applied = _artifacts(ctx)
+    with context.shared(ctx):  # a live apply finishes first: no half-written state as drift
+        artifact_results, applied = _artifacts(ctx)
     results += artifact_results
     results += deps.check(manifest, target)
     if not has_python:

@@ -10,12 +10,15 @@ it is in, what the file should hold once applied (``desired``) and what it held 
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from ascendpatch.errors import UnsafePathError
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import safe_join
+from ascendpatch.store.state import STATE_DIR
 from ascendpatch.target import Distribution
 
 
@@ -68,7 +71,13 @@ class KindContext:
     env: dict[str, str] = field(default_factory=dict)
 
     def path(self, rel: str) -> Path:
-        return safe_join(self.root, rel, origin=f"artifact {self.artifact.id}")
+        origin = f"artifact {self.artifact.id}"
+        path = safe_join(self.root, rel, origin=origin)
+        inside = Path(os.path.realpath(path)).relative_to(os.path.realpath(self.root)).parts
+        if STATE_DIR in PurePosixPath(rel).parts or STATE_DIR in inside:
+            raise UnsafePathError(f"{origin}: path {rel!r} is inside ascendpatch's own state "
+                                  f"folder {STATE_DIR}/; a patch may not change it")
+        return path
 
     def read(self, rel: str) -> tuple[Path, bytes | None]:
         path = self.path(rel)

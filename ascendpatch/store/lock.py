@@ -3,6 +3,9 @@
 The lock is an flock on the target folder itself: it needs no file (a run that changes nothing
 writes nothing, not even a lock file), works on read-only targets, and dies with its process,
 so a SIGKILLed run never leaves a stale lock behind.
+
+Writers (apply, revert) hold it exclusively for their whole run; readers (status, verify,
+audit) hold it shared, so they never see a half-written transaction and never block each other.
 """
 
 from __future__ import annotations
@@ -35,22 +38,23 @@ def _holder(path: Path) -> str:
 
 @contextmanager
 def target_lock(path: Path, timeout: float,
-                on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+                on_wait: Callable[[str], None] | None = None, *,
+                shared: bool = False) -> Iterator[None]:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        _acquire(fd, path, timeout, on_wait)
+        _acquire(fd, path, timeout, on_wait, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing releases the flock
 
 
 def _acquire(fd: int, path: Path, timeout: float,
-             on_wait: Callable[[str], None] | None) -> None:
+             on_wait: Callable[[str], None] | None, mode: int) -> None:
     deadline = time.monotonic() + timeout
     announced = False
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:

@@ -1,0 +1,281 @@
+"""State files are data, not orders; temp files and links cannot be turned against the host.
+
+Issue 11 items 5-10. Every victim file lives inside the test's temp dir, outside the target:
+after a hostile journal, ledger, link or patch, it must hold exactly what it held before.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ascendpatch.store import atomic
+from tests.kit import Run, make_dist, run_cli, run_process, tree_digest, write_manifest
+
+MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 21))
+OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 11))
+PATCH = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -4,3 +4,4 @@
+ value_4 = 4
+ value_5 = 5
++value_5b = 55
+ value_6 = 6
+--- a/demo/other.py
++++ b/demo/other.py
+@@ -2,3 +2,3 @@
+ other_2 = 2
+-other_3 = 3
++other_3 = 33
+ other_4 = 4
+"""
+NEW_FILE_PATCH = """\
+--- /dev/null
++++ b/demo/extra/deep/new.py
+@@ -0,0 +1,2 @@
++added = True
++more = 1
+"""
+SECRET = b"root:do-not-touch\n"
+
+
+@pytest.fixture
+def env(site: Path, tmp_path: Path) -> dict[str, Path]:
+    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
+                                      "demo/other.py": OTHER})
+    (tmp_path / "fix.patch").write_text(PATCH)
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": "fix.patch"}])
+    victim = tmp_path / "victim" / "shadow"
+    victim.parent.mkdir()
+    victim.write_bytes(SECRET)
+    return {"site": site, "manifest": manifest, "victim": victim, "tmp": tmp_path}
+
+
+def cli(env: dict[str, Path], *args: str | Path) -> Run:
+    return run_cli("--site-packages", env["site"], "--manifest", env["manifest"], *args)
+
+
+def _target_files(site: Path) -> dict[str, str]:
+    return {k: v for k, v in tree_digest(site).items() if not k.startswith(".ascendpatch")}
+
+
+def _journal(site: Path, entries: list[dict[str, object]]) -> Path:
+    state = site / ".ascendpatch"
+    (state / "backups").mkdir(parents=True, exist_ok=True)
+    path = state / "journal.json"
+    path.write_text(json.dumps({"format": 2, "ledger_before": None, "files": entries}))
+    return path
+
+
+# ------------------------------------------------------------------------------ item 5
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot"])
+def test_journal_paths_outside_the_target_are_refused(env: dict[str, Path], how: str) -> None:
+    rel = str(env["victim"]) if how == "absolute" else "../victim/shadow"
+    journal = _journal(env["site"], [{"path": rel, "before": None, "after": "0" * 64}])
+    before = _target_files(env["site"])
+    result = cli(env, "status")
+    assert result.code == 2, result.err
+    assert str(journal) in result.err and "fix:" in result.err
+    assert env["victim"].read_bytes() == SECRET  # status did not delete it
+    assert _target_files(env["site"]) == before
+    journal.rename(journal.with_name("journal.json.bad"))  # the named fix works: no exit 2 loop
+    assert cli(env, "status").code == 1
+
+
+def test_ledger_path_outside_the_target_is_refused_by_revert(env: dict[str, Path]) -> None:
+    assert cli(env, "apply").code == 0
+    ledger_path = env["site"] / ".ascendpatch" / "ledger.json"
+    ledger = json.loads(ledger_path.read_text())
+    victim_sha = __import__("hashlib").sha256(SECRET).hexdigest()
+    ledger["artifacts"]["demo-fix"]["../victim/shadow"] = {
+        "sha256_before": None, "sha256_after": victim_sha, "backup": None, "time": "x"}
+    ledger_path.write_text(json.dumps(ledger))
+    result = cli(env, "revert")
+    assert result.code == 2 and str(ledger_path) in result.err and "outside" in result.err
+    assert env["victim"].read_bytes() == SECRET
+
+
+@pytest.mark.parametrize("shape", ["list-ledger", "wrong-record", "backup-traversal",
+                                   "ledger-folder", "journal-folder", "journal-files-number"])
+def test_unknown_state_shapes_exit_2_with_the_file_and_a_fix(env: dict[str, Path],
+                                                             shape: str) -> None:
+    state = env["site"] / ".ascendpatch"
+    (state / "backups").mkdir(parents=True)
+    named = state / ("journal.json" if shape.startswith("journal") else "ledger.json")
+    record = {"sha256_before": "a" * 64, "sha256_after": "b" * 64, "backup": "a" * 64,
+              "time": "t"}
+    if shape == "list-ledger":
+        named.write_text("[1, 2]")
+    elif shape == "wrong-record":
+        named.write_text(json.dumps({"artifacts": {"demo-fix": {"demo/mod.py": [1]}}}))
+    elif shape == "backup-traversal":
+        record["backup"] = "../../../victim/shadow"
+        named.write_text(json.dumps({"artifacts": {"demo-fix": {"demo/mod.py": record}}}))
+    elif shape == "journal-files-number":
+        named.write_text(json.dumps({"format": 2, "files": 3}))
+    else:
+        named.mkdir()
+    for command in ("status", "revert", "apply"):
+        result = cli(env, command)
+        assert result.code == 2, (command, result.out, result.err)
+        assert str(named) in result.err and "fix:" in result.err
+        assert "unexpected error" not in result.err
+    assert env["victim"].read_bytes() == SECRET
+
+
+# ------------------------------------------------------------------------------ item 6
+
+
+def test_a_patch_may_not_target_the_state_folder(env: dict[str, Path]) -> None:
+    assert cli(env, "apply").code == 0
+    (env["tmp"] / "evil.patch").write_text(
+        "--- a/.ascendpatch/ledger.json\n+++ b/.ascendpatch/ledger.json\n@@ -1 +1 @@\n-{\n+[\n")
+    manifest = write_manifest(env["tmp"] / "evil.yaml", [{
+        "id": "evil", "title": "evil", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": "evil.patch"}])
+    before = tree_digest(env["site"])
+    result = run_cli("--site-packages", env["site"], "--manifest", manifest, "apply")
+    assert result.code == 2 and "state folder" in result.err
+    assert tree_digest(env["site"]) == before
+
+
+# ------------------------------------------------------------------------------ item 7
+
+
+def test_journal_present_and_backups_lost(env: dict[str, Path]) -> None:
+    pristine = _target_files(env["site"])
+    killed = run_process("--site-packages", env["site"], "--manifest", env["manifest"], "apply",
+                         env={"ASCENDPATCH_CRASH_AT": "3"})  # after the first file is written
+    assert killed.code < 0
+    state = env["site"] / ".ascendpatch"
+    assert (state / "journal.json").exists()
+    shutil.rmtree(state / "backups")
+    status = cli(env, "status")
+    assert status.code == 1, status.err  # an answer, not a traceback
+    assert "backups are gone" in status.err + status.out
+    assert "partially applied" in status.out
+    assert not (state / "journal.json").exists()
+    reverted = cli(env, "revert")
+    assert reverted.code == 0, reverted.out + reverted.err
+    assert _target_files(env["site"]) == pristine
+
+
+# ------------------------------------------------------------------------------ item 8
+
+
+def test_temp_files_never_follow_a_planted_symlink(env: dict[str, Path]) -> None:
+    # The names the old writer used (".NAME.ascendpatch-tmp") and a guess in its new pattern.
+    for name in ("mod.py", "other.py"):
+        folder = env["site"] / "demo"
+        (folder / f".{name}{atomic.TEMP_SUFFIX}").symlink_to(env["victim"])
+        (folder / f".{name}.guess{atomic.TEMP_SUFFIX}").symlink_to(env["victim"])
+    assert cli(env, "apply").code == 0
+    assert env["victim"].read_bytes() == SECRET
+    assert "value_5b" in (env["site"] / "demo/mod.py").read_text()
+    out = env["tmp"] / "snap.json"
+    (env["tmp"] / f".snap.json{atomic.TEMP_SUFFIX}").symlink_to(env["victim"])
+    assert cli(env, "snapshot", "-o", out).code == 0
+    assert env["victim"].read_bytes() == SECRET and json.loads(out.read_text())
+
+
+def test_write_atomic_leaves_no_temp_file_when_it_fails(tmp_path: Path) -> None:
+    target = tmp_path / "f.txt"
+    with pytest.raises(TypeError):
+        atomic.write_atomic(target, "not bytes")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_crash_log_goes_to_a_private_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) \
+        -> None:
+    from ascendpatch import crashlog
+
+    monkeypatch.delenv("ASCENDPATCH_LOG_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    planted = tmp_path / "cache" / "ascendpatch" / "logs"
+    planted.parent.mkdir(parents=True)
+    log = Path(crashlog.write(RuntimeError("boom"), ["status"]))
+    assert log.parent == planted and "boom" in log.read_text()
+    assert planted.stat().st_mode & 0o777 == 0o700
+    assert log.stat().st_mode & 0o777 == 0o600
+    # A link where the folder should be is not followed: the log goes to a fresh private one.
+    shutil.rmtree(planted)
+    planted.symlink_to(tmp_path / "victim-dir", target_is_directory=True)
+    (tmp_path / "victim-dir").mkdir()
+    other = Path(crashlog.write(RuntimeError("boom"), ["status"]))
+    assert not list((tmp_path / "victim-dir").iterdir())
+    assert other.parent != planted and other.parent.stat().st_mode & 0o777 == 0o700
+
+
+# ------------------------------------------------------------------------------ item 9
+
+
+@pytest.mark.parametrize("which", [".ascendpatch", ".ascendpatch/backups", "demo/__pycache__"])
+def test_symlinked_state_or_bytecode_folders_are_refused(env: dict[str, Path],
+                                                        which: str) -> None:
+    elsewhere = env["tmp"] / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mod.cpython-311.pyc").write_bytes(SECRET)
+    (elsewhere / "keep").write_bytes(SECRET)
+    link = env["site"] / which
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(elsewhere, target_is_directory=True)
+    before = _target_files(env["site"])
+    result = cli(env, "apply")
+    assert result.code == 1 and "is a symlink" in result.err, result.err
+    assert str(link) in result.err
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep", "mod.cpython-311.pyc"]
+    assert _target_files(env["site"]) == before
+
+
+# ------------------------------------------------------------------------------ item 10
+
+
+def test_an_in_tree_symlink_stays_a_symlink(env: dict[str, Path]) -> None:
+    mod = env["site"] / "demo/mod.py"
+    real = env["site"] / "demo/mod_impl.py"
+    mod.rename(real)
+    mod.symlink_to("mod_impl.py")
+    assert cli(env, "apply").code == 0
+    assert mod.is_symlink() and str(mod.readlink()) == "mod_impl.py"
+    assert "value_5b" in real.read_text()
+    assert cli(env, "revert").code == 0
+    assert mod.is_symlink() and real.read_text() == MOD
+
+
+def test_an_outward_symlink_is_refused(env: dict[str, Path]) -> None:
+    mod = env["site"] / "demo/mod.py"
+    outside = env["tmp"] / "outside.py"
+    outside.write_text(MOD)
+    mod.unlink()
+    mod.symlink_to(outside)
+    result = cli(env, "apply")
+    assert result.code == 2 and "outside the target" in result.err
+    assert outside.read_text() == MOD
+
+
+def test_created_folders_go_on_revert_and_on_rollback(env: dict[str, Path]) -> None:
+    (env["tmp"] / "new.patch").write_text(NEW_FILE_PATCH)
+    manifest = write_manifest(env["tmp"] / "new.yaml", [{
+        "id": "new-file", "title": "new file", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": "new.patch"}])
+    args = ("--site-packages", env["site"], "--manifest", manifest)
+    pristine = _target_files(env["site"])
+    assert run_cli(*args, "apply").code == 0
+    assert (env["site"] / "demo/extra/deep/new.py").is_file()
+    assert run_cli(*args, "revert").code == 0
+    assert not (env["site"] / "demo/extra").exists()
+    assert _target_files(env["site"]) == pristine
+    # Rollback: killed after writing the file, the next command removes it and its folders.
+    killed = run_process(*args, "apply", env={"ASCENDPATCH_CRASH_AT": "3"})
+    assert killed.code < 0 and (env["site"] / "demo/extra/deep/new.py").is_file()
+    assert run_cli(*args, "status").code == 1
+    assert not (env["site"] / "demo/extra").exists()
+    assert _target_files(env["site"]) == pristine
