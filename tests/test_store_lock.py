@@ -1,0 +1,107 @@
+"""Readers (status, verify, audit) started during a live apply wait on a shared lock.
+
+Issue 11 item 11. A real ``apply`` process is held still in the middle of its transaction
+(after the first of two files is written: the crash seam is replaced by a wait on a file), and
+real reader processes are started then. Without the shared lock they would read one patched
+and one pristine file and report drift ("partially applied", an unexpected audit finding).
+With it they wait, say so, and report the finished state.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.kit import make_dist, write_manifest
+
+MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 21))
+OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 11))
+PATCH = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -4,3 +4,4 @@
+ value_4 = 4
+ value_5 = 5
++value_5b = 55
+ value_6 = 6
+--- a/demo/other.py
++++ b/demo/other.py
+@@ -2,3 +2,3 @@
+ other_2 = 2
+-other_3 = 3
++other_3 = 33
+ other_4 = 4
+"""
+
+# The apply, held at crash point 3 (first file replaced, second not) until "go" appears.
+HELD_APPLY = """\
+import os, sys, time
+from pathlib import Path
+import ascendpatch.store.crash as crash
+held, go = Path(sys.argv[1]), Path(sys.argv[2])
+n = {"i": 0}
+def point():
+    n["i"] += 1
+    if n["i"] == 3:
+        held.touch()
+        while not go.exists():
+            time.sleep(0.02)
+crash.point = point
+from ascendpatch.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def test_readers_wait_for_a_live_apply_and_never_report_half_written_state(
+        site: Path, tmp_path: Path) -> None:
+    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
+                                      "demo/other.py": OTHER})
+    (tmp_path / "fix.patch").write_text(PATCH)
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": "fix.patch"}])
+    held, go = tmp_path / "held", tmp_path / "go"
+    target = ["--site-packages", str(site), "--manifest", str(manifest)]
+    apply = subprocess.Popen([sys.executable, "-c", HELD_APPLY, str(held), str(go), *target,
+                              "apply"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    readers: list[subprocess.Popen[str]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not held.exists():
+            assert apply.poll() is None and time.monotonic() < deadline, apply.communicate()
+            time.sleep(0.02)
+        # Mid-transaction for real: one file written, the other not, the journal present.
+        assert "value_5b" in (site / "demo/mod.py").read_text()
+        assert (site / "demo/other.py").read_text() == OTHER
+        assert (site / ".ascendpatch/journal.json").exists()
+        for command in ("status", "verify", "audit"):
+            readers.append(subprocess.Popen(
+                [sys.executable, "-m", "ascendpatch", *target, "--json", command],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for reader in readers:  # each says it waits (without the lock: EOF, it finished)
+            assert reader.stderr is not None
+            assert "waiting for the target lock" in reader.stderr.readline()
+        assert [r.poll() for r in readers] == [None, None, None]
+        go.touch()
+        out, err = apply.communicate(timeout=60)
+        assert apply.returncode == 0, err
+        docs = []
+        for reader in readers:
+            rout, _ = reader.communicate(timeout=120)
+            docs.append((reader.returncode, json.loads(rout)))
+    finally:
+        go.touch()
+        for proc in (apply, *readers):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    (status_code, status), (verify_code, verify), (audit_code, audit) = docs
+    assert status_code == 0 and status["results"][0]["status"] == "already-applied", status
+    assert verify_code == 0, verify
+    assert any(r["id"] == "artifact:demo-fix" and r["level"] == "OK" for r in verify["results"])
+    assert audit_code == 0, audit
+    assert all(r["level"] == "OK" for r in audit["results"]), audit
