@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      color=color)
         return exc.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("[FAIL] interrupted; any change in progress was rolled back\n")
+        sys.stderr.write(f"[FAIL] {_interrupted(args.command)}\n")
         return EXIT_INTERRUPTED
     except Exception as exc:  # the error boundary: a bug, not a user error
         from ascendpatch import crashlog, output
@@ -83,5 +83,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNEXPECTED
     from ascendpatch import output
 
-    output.render(result, as_json=as_json, color=color, show_diff=args.command == "plan")
+    try:
+        output.render(result, as_json=as_json, color=color, show_diff=args.command == "plan")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
+        _silence_stdout()
     return result.exit_code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (captured in tests)
+        pass
+    finally:
+        os.close(devnull)
+
+
+def _interrupted(command: str) -> str:
+    """Ctrl-C: say what really happened. After a commit point the change is in place."""
+    state = sys.modules.get("ascendpatch.store.state")
+    committed: list[str] = list(getattr(state, "COMMITTED", []))
+    if not committed:
+        return "interrupted; any change in progress was rolled back"
+    verb = {"apply": "applied", "revert": "reverted"}.get(command, "written")
+    return (f"interrupted after the commit point: {'; '.join(committed)} {verb} in full, not "
+            f"rolled back; run 'ascendpatch status' to see every artifact's state")

@@ -87,7 +87,7 @@ def test_readers_wait_for_a_live_apply_and_never_report_half_written_state(
             assert "waiting for the target lock" in reader.stderr.readline()
         assert [r.poll() for r in readers] == [None, None, None]
         go.touch()
-        out, err = apply.communicate(timeout=60)
+        _, err = apply.communicate(timeout=60)
         assert apply.returncode == 0, err
         docs = []
         for reader in readers:

@@ -1,0 +1,246 @@
+"""File-system faults during apply and revert: one line, exit 1, nothing changed.
+
+Issue 11 items 12, 13 and 15. Disk full and read-only run on a small tmpfs mounted by the test
+(as root; unmounted in ``finally``), with a loop-mounted ext4 file as the fallback; a test
+skips only with a printed reason. Permission faults run the real CLI with the capabilities
+that let root ignore file modes dropped (``setpriv``). Ctrl-C after the commit point and a
+closed stdout pipe are driven on real processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.kit import make_dist, run_cli, run_process, tree_digest, write_manifest
+
+MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 200))
+OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 100))
+PATCH = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -4,3 +4,4 @@
+ value_4 = 4
+ value_5 = 5
++value_5b = 55
+ value_6 = 6
+--- a/demo/other.py
++++ b/demo/other.py
+@@ -2,3 +2,3 @@
+ other_2 = 2
+-other_3 = 3
++other_3 = 33
+ other_4 = 4
+"""
+
+
+def _skip(reason: str) -> None:
+    sys.stderr.write(f"SKIP: {reason}\n")  # the reason is printed, not only recorded
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def small_fs(where: Path, size_kb: int = 1024) -> Iterator[Path]:
+    """A small file system of its own at ``where``: tmpfs, else a loop-mounted ext4 file."""
+    if os.geteuid() != 0:
+        _skip("mounting a small file system needs root (disk-full and read-only faults)")
+    where.mkdir()
+    tmpfs = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k,mode=0755",
+                            "tmpfs", str(where)], capture_output=True, text=True, check=False)
+    if tmpfs.returncode != 0:
+        image = where.with_suffix(".img")
+        with image.open("wb") as handle:
+            handle.truncate(max(size_kb, 2048) * 1024)
+        made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True,
+                              text=True, check=False)
+        loop = subprocess.run(["mount", "-o", "loop", str(image), str(where)],
+                              capture_output=True, text=True, check=False)
+        if made.returncode != 0 or loop.returncode != 0:
+            _skip(f"cannot mount a tmpfs ({tmpfs.stderr.strip()}) nor a loop file "
+                  f"({(made.stderr or loop.stderr).strip()})")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+        if os.path.ismount(where):
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _target(root: Path, tmp: Path) -> tuple[Path, Path]:
+    site = root / "site"
+    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
+                                      "demo/other.py": OTHER})
+    (tmp / "fix.patch").write_text(PATCH)
+    manifest = write_manifest(tmp / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": "fix.patch"}])
+    return site, manifest
+
+
+def _fill(root: Path, leave_pages: int) -> None:
+    """Fill the file system with 4 KiB files, then free ``leave_pages`` of them."""
+    fillers = root / "filler"
+    fillers.mkdir()
+    made = []
+    with contextlib.suppress(OSError):
+        while True:
+            path = fillers / str(len(made))
+            made.append(path)
+            with path.open("wb") as handle:
+                handle.write(b"\0" * 4096)
+    for path in made[:leave_pages]:
+        path.unlink(missing_ok=True)
+
+
+def _files(site: Path) -> dict[str, str]:
+    return {k: v for k, v in tree_digest(site).items() if not k.startswith(".ascendpatch")}
+
+
+def _one_line_fault(err: str, words: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("[FAIL] cannot write") and words in lines[0], err
+    assert "fix:" in lines[0] and "Traceback" not in err and "details:" not in err
+
+
+def test_disk_full_at_every_level_changes_nothing_and_says_so(tmp_path: Path) -> None:
+    outcomes = []
+    with small_fs(tmp_path / "mnt") as root:
+        for pages in range(0, 14):
+            for child in list(root.iterdir()):
+                shutil.rmtree(child)
+            site, manifest = _target(root, tmp_path)
+            pristine = _files(site)
+            _fill(root, pages)
+            result = run_cli("--site-packages", site, "--manifest", manifest, "apply")
+            if result.code == 0:
+                outcomes.append("applied")
+                assert "value_5b" in (site / "demo/mod.py").read_text()
+                continue
+            assert result.code == 1, result.err
+            _one_line_fault(result.err, "No space left on device; nothing was changed")
+            assert _files(site) == pristine
+            assert not (site / ".ascendpatch/journal.json").exists()
+            assert not list(site.rglob("*.ascendpatch-tmp"))
+            outcomes.append("refused")
+    # Refused with 0 free pages (backups), 2 (journal), 3 (a file, mid-transaction) ...
+    assert outcomes.count("refused") >= 3 and outcomes[-1] == "applied", outcomes
+
+
+def test_status_answers_with_a_full_disk_and_a_journal(tmp_path: Path) -> None:
+    with small_fs(tmp_path / "mnt") as root:
+        site, manifest = _target(root, tmp_path)
+        killed = run_process("--site-packages", site, "--manifest", manifest, "apply",
+                             env={"ASCENDPATCH_CRASH_AT": "3"})  # one file written
+        assert killed.code < 0 and (site / ".ascendpatch/journal.json").exists()
+        _fill(root, 0)
+        status = run_cli("--site-packages", site, "--manifest", manifest, "status")
+        assert status.code == 1, status.err
+        said = status.out + status.err
+        assert "rolling it back failed (cannot write" in said
+        assert "No space left on device" in said and "free space" in said
+        assert "partially applied" in status.out
+        shutil.rmtree(root / "filler")  # space again: the next run rolls it back
+        assert run_cli("--site-packages", site, "--manifest", manifest, "status").code == 1
+        assert not (site / ".ascendpatch/journal.json").exists()
+        assert (site / "demo/mod.py").read_text() == MOD
+
+
+def test_read_only_file_system(tmp_path: Path) -> None:
+    with small_fs(tmp_path / "mnt") as root:
+        site, manifest = _target(root, tmp_path)
+        args = ("--site-packages", site, "--manifest", manifest)
+        subprocess.run(["mount", "-o", "remount,ro", str(root)], check=True)
+        try:
+            result = run_cli(*args, "apply")
+            assert result.code == 1
+            _one_line_fault(result.err, "Read-only file system; nothing was changed")
+            assert "remount it read-write" in result.err
+            assert run_cli(*args, "status").code == 1  # still answers
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(root)], check=True)
+        assert run_cli(*args, "apply").code == 0
+        applied = _files(site)
+        subprocess.run(["mount", "-o", "remount,ro", str(root)], check=True)
+        try:
+            result = run_cli(*args, "revert")
+            assert result.code == 1
+            _one_line_fault(result.err, "Read-only file system; nothing was changed")
+            assert _files(site) == applied
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(root)], check=True)
+
+
+def test_permission_denied_mid_apply(tmp_path: Path) -> None:
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        _skip("needs root and setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    site, manifest = _target(tmp_path, tmp_path)
+    (site / ".ascendpatch").mkdir()
+    (site / "demo").chmod(0o555)  # the state folder is writable, the package folder is not
+    pristine = _files(site)
+    try:
+        proc = subprocess.run(
+            [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner",
+             sys.executable, "-m", "ascendpatch", "--site-packages", str(site), "--manifest",
+             str(manifest), "apply"], capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        (site / "demo").chmod(0o755)
+    assert proc.returncode == 1, proc.stderr
+    _one_line_fault(proc.stderr, f"{os.strerror(errno.EACCES)}; nothing was changed")
+    assert "run as a user who can write" in proc.stderr
+    assert _files(site) == pristine
+    assert not (site / ".ascendpatch/journal.json").exists()
+
+
+# The apply of a two-file patch, with Ctrl-C delivered at crash point N.
+SIGINT_AT = """\
+import os, signal, sys
+import ascendpatch.store.crash as crash
+at = int(sys.argv[1])
+n = {"i": 0}
+def point():
+    n["i"] += 1
+    if n["i"] == at:
+        os.kill(os.getpid(), signal.SIGINT)
+crash.point = point
+from ascendpatch.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_sigint_after_the_commit_point_reports_applied(tmp_path: Path) -> None:
+    site, manifest = _target(tmp_path, tmp_path)
+    # Points: 1 backups, 2 journal, 3-4 the files, 5 the ledger, 6 after the commit point.
+    proc = subprocess.run([sys.executable, "-c", SIGINT_AT, "6", "--site-packages", str(site),
+                           "--manifest", str(manifest), "apply"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 130, proc.stderr
+    assert "applied in full, not rolled back" in proc.stderr
+    assert "any change in progress was rolled back" not in proc.stderr
+    assert run_cli("--site-packages", site, "--manifest", manifest, "status").code == 0
+    # Before the commit point the same signal still means a rollback.
+    proc = subprocess.run([sys.executable, "-c", SIGINT_AT, "4", "--site-packages", str(site),
+                           "--manifest", str(manifest), "revert"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 130 and "was rolled back" in proc.stderr
+    assert run_cli("--site-packages", site, "--manifest", manifest, "status").code == 0
+
+
+def test_status_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    site, manifest = _target(tmp_path, tmp_path)
+    shell = (f"{sys.executable} -m ascendpatch --site-packages {site} --manifest {manifest} "
+             f"status | head -c 0; echo \"status=${{PIPESTATUS[0]}}\" >&2")
+    proc = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "Exception ignored" not in proc.stderr
+    assert proc.stderr.strip().endswith("status=1")
