@@ -89,7 +89,7 @@ def _fill(root: Path, leave_pages: int) -> None:
     """Fill the file system with 4 KiB files, then free ``leave_pages`` of them."""
     fillers = root / "filler"
     fillers.mkdir()
-    made = []
+    made: list[Path] = []
     with contextlib.suppress(OSError):
         while True:
             path = fillers / str(len(made))
@@ -183,6 +183,7 @@ def test_permission_denied_mid_apply(tmp_path: Path) -> None:
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
         _skip("needs root and setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+        return
     site, manifest = _target(tmp_path, tmp_path)
     (site / ".ascendpatch").mkdir()
     (site / "demo").chmod(0o555)  # the state folder is writable, the package folder is not
