@@ -7,9 +7,28 @@ only when that command runs, so that `ascendpatch --version` stays fast.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def seconds(text: str) -> float:
+    """A duration: a finite number >= 0 (``nan``, ``inf`` and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
+
+
+def folder_path(text: str) -> Path:
+    """A path that must not be empty (``Path("")`` would silently mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path is not a folder; give the folder")
+    return Path(text)
 
 
 def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -23,14 +42,14 @@ def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     where.add_argument("--python", type=Path, default=dflt(None), metavar="PATH",
                        help="target interpreter (default: $ASCENDPATCH_PYTHON, then the "
                             "documented candidates that have vllm-ascend)")
-    where.add_argument("--site-packages", type=Path, default=dflt(None), metavar="DIR",
+    where.add_argument("--site-packages", type=folder_path, default=dflt(None), metavar="DIR",
                        help="operate on a site-packages folder without running any interpreter")
     parser.add_argument("--manifest", default=dflt("default"), metavar="NAME|PATH",
                         help="bundled manifest name or YAML path (default: the bundled catalog)")
     parser.add_argument("--json", action="store_true", default=dflt(False),
                         help="one JSON document on stdout")
     parser.add_argument("--color", choices=("auto", "always", "never"), default=dflt("auto"))
-    parser.add_argument("--lock-timeout", type=float, default=dflt(300.0), metavar="SECONDS",
+    parser.add_argument("--lock-timeout", type=seconds, default=dflt(300.0), metavar="SECONDS",
                         help="how long to wait for another run's lock (default 300)")
 
 
@@ -67,7 +86,7 @@ def _plan(p: argparse.ArgumentParser) -> None:
 def _verify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-probes", action="store_true",
                    help="skip the operator probes (no subprocess of the target)")
-    p.add_argument("--probe-timeout", type=float, default=120.0, metavar="SECONDS")
+    p.add_argument("--probe-timeout", type=seconds, default=120.0, metavar="SECONDS")
     p.add_argument("--serve-log", type=Path, metavar="FILE",
                    help="also check a vLLM serve log for the markers the manifest needs")
     _with(p, "also expect this optional artifact to be applied")

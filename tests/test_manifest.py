@@ -154,3 +154,71 @@ def test_unknown_bundled_name_lists_what_exists() -> None:
 def test_versions_with_pre_releases_and_local_labels(spec: str, version: str,
                                                      expected: bool) -> None:
     assert version_in(spec, Version(version)) is expected
+
+
+# ---------------------------------------------------------------- issue 11 item 14: bad input
+
+
+@pytest.mark.parametrize(("text", "cause"), [
+    ("name: x\nlaunch:\n  deep: " + "[" * 5000 + "]" * 5000 + "\n", "nesting depth"),
+    ("name: x\nlaunch:\n  deep: " + "{a: " * 80 + "1" + "}" * 80 + "\n", "more than 64 levels"),
+    ("name: x\nartifacts:\n- id: [x]\n  title: t\n  kind: diff\n  versions: '>=1'\n",
+     "artifacts[0].id: expected a string, got list"),
+    ("name: x\nlaunch:\n  tensor_parallel_size: four\n",
+     "launch.tensor_parallel_size: expected a whole number >= 1"),
+    ("name: x\nenv:\n  A: '1'\n  A: '2'\n", "duplicate key 'A'"),
+    ("name: x\nartifacts:\n- id: a\n  id: b\n  title: t\n  kind: diff\n  versions: '>=1'\n",
+     "duplicate key 'id'"),
+])
+def test_hostile_manifests_exit_2_with_a_named_cause(tmp_path: Path, site: Path, text: str,
+                                                      cause: str) -> None:
+    path = _write(tmp_path, text)
+    for command in ("status", "logs"):
+        extra = [tmp_path / "serve.log"] if command == "logs" else []
+        (tmp_path / "serve.log").write_text("INFO: Application startup complete.\n")
+        result = run_cli("--site-packages", site, "--manifest", path, command, *extra)
+        assert result.code == 2, (command, result.err)
+        assert cause in result.err and str(path) in result.err
+        assert "unexpected error" not in result.err
+
+
+def test_the_c_loader_is_used_and_merge_keys_still_work(tmp_path: Path) -> None:
+    import yaml
+
+    assert loader._Loader.__mro__[1] is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    path = _write(tmp_path, "name: x\nlaunch:\n  base: &b {a: 1}\n  more:\n    <<: *b\n"
+                            "    c: 2\n")
+    assert loader.load(str(path)).launch["more"] == {"a": 1, "c": 2}
+
+
+@pytest.mark.parametrize(("args", "cause"), [
+    (["--lock-timeout", "nan", "status"], "--lock-timeout: 'nan' is not a finite number"),
+    (["--lock-timeout", "-1", "status"], "--lock-timeout: '-1' is not a finite number"),
+    (["status", "--site-packages", ""], "--site-packages: an empty path is not a folder"),
+    (["apply", "--with", "no-such-fix"], "--with no-such-fix: no such artifact"),
+    (["verify", "--with", "no-such-fix"], "--with no-such-fix: no such artifact"),
+])
+def test_hostile_cli_inputs_exit_2(tmp_path: Path, site: Path, args: list[str],
+                                   cause: str) -> None:
+    manifest = _write(tmp_path, "name: x\n")
+    before = tree_digest(site)
+    result = run_cli("--manifest", manifest, *(["--site-packages", str(site)]
+                                                if "--site-packages" not in args else []), *args)
+    assert result.code == 2 and cause in result.err, result.err
+    assert tree_digest(site) == before
+
+
+def test_snapshot_output_and_sandbox_folder_are_checked_first(tmp_path: Path,
+                                                              site: Path) -> None:
+    manifest = _write(tmp_path, "name: x\n")
+    base = ["--site-packages", site, "--manifest", manifest]
+    at_dir = run_cli(*base, "snapshot", "-o", tmp_path)
+    assert at_dir.code == 2 and "is a folder, not a file" in at_dir.err
+    missing = run_cli(*base, "snapshot", "-o", tmp_path / "no" / "such" / "s.json")
+    assert missing.code == 2 and "does not exist" in missing.err and "mkdir -p" in missing.err
+    assert not (tmp_path / "no").exists()
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("keep\n")
+    sandbox = run_cli("sandbox", a_file)
+    assert sandbox.code == 2 and "is a file, not a folder" in sandbox.err
+    assert a_file.read_text() == "keep\n"

@@ -105,12 +105,25 @@ def from_args(args: Namespace) -> Context:
     from ascendpatch.manifest import loader
 
     manifest = loader.load(args.manifest)
+    check_with(manifest, tuple(getattr(args, "with_ids", ())))
     target = target_from_args(args, manifest.target.get("python") or ())
     color = args.color
     return Context(target=target, manifest=manifest, env=dict(os.environ),
                    lock_timeout=args.lock_timeout,
                    on_wait=lambda msg: output.progress(msg, color=color),
                    enabled_extra=tuple(getattr(args, "with_ids", ())))
+
+
+def check_with(manifest: Manifest, ids: Sequence[str]) -> None:
+    """``--with ID`` must name an artifact of the manifest (a typo must not pass silently)."""
+    from ascendpatch.errors import InvalidInputError
+
+    unknown = [i for i in ids if manifest.artifact(i) is None]
+    if unknown:
+        known = ", ".join(a.id for a in manifest.artifacts) or "none"
+        raise InvalidInputError(f"--with {', '.join(unknown)}: no such artifact in manifest "
+                                f"{manifest.name} (known: {known})",
+                                fix="check the id with 'ascendpatch status'")
 
 
 def source_from_args(args: Namespace) -> Source:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ascendpatch import data, pipadapter, standins
 from ascendpatch.commands import context
-from ascendpatch.errors import RefusedError
+from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.pipadapter import ONLINE, PipError, Source
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.target import from_python
@@ -87,6 +87,9 @@ def _undo(folder: Path, created: bool) -> None:
 
 def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
         -> CommandResult:
+    if folder.exists() and not folder.is_dir():
+        raise InvalidInputError(f"sandbox {folder} is a file, not a folder",
+                                fix="give a new or empty folder")
     marker = folder / MARKER
     python = folder / "bin" / "python"
     if marker.is_file():

@@ -10,6 +10,7 @@ from ascendpatch import snapshot
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
+from ascendpatch.errors import InvalidInputError
 from ascendpatch.planner import evaluate, prepare
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
@@ -22,7 +23,18 @@ def artifact_states(ctx: Context) -> dict[str, str]:
     return {a.id: status_of(evaluate(a, k), ledger, store).status.value for a, k in prepared}
 
 
+def check_output(output: Path) -> None:
+    """Refuse, before any work, an output that is a folder or lies in a missing folder."""
+    if output.is_dir():
+        raise InvalidInputError(f"-o {output} is a folder, not a file",
+                                fix=f"give a file name, e.g. -o {output / 'snapshot.json'}")
+    if not output.parent.is_dir():
+        raise InvalidInputError(f"-o {output}: the folder {output.parent} does not exist",
+                                fix=f"create it first (mkdir -p {output.parent})")
+
+
 def run(ctx: Context, output: Path, *, all_files: bool = False) -> CommandResult:
+    check_output(output)
     doc = snapshot.take(ctx.target, ctx.manifest, artifact_states(ctx), all_files)
     atomic.write_atomic(output, (json.dumps(doc, indent=1) + "\n").encode())
     text = (f"snapshot of {ctx.target.describe()} written to {output} "
@@ -54,6 +66,7 @@ def diff(first: Path, second: Path) -> CommandResult:
 
 
 def from_args(args: Namespace) -> CommandResult:
+    check_output(args.output)  # before the target is inspected
     return run(context.from_args(args), args.output, all_files=args.all_files)
 
 
