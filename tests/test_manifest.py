@@ -211,7 +211,7 @@ def test_hostile_cli_inputs_exit_2(tmp_path: Path, site: Path, args: list[str],
 def test_snapshot_output_and_sandbox_folder_are_checked_first(tmp_path: Path,
                                                               site: Path) -> None:
     manifest = _write(tmp_path, "name: x\n")
-    base = ["--site-packages", site, "--manifest", manifest]
+    base: list[str | Path] = ["--site-packages", site, "--manifest", manifest]
     at_dir = run_cli(*base, "snapshot", "-o", tmp_path)
     assert at_dir.code == 2 and "is a folder, not a file" in at_dir.err
     missing = run_cli(*base, "snapshot", "-o", tmp_path / "no" / "such" / "s.json")
