@@ -153,3 +153,33 @@ def test_probe_reports_fallback_when_op_missing_but_patch_applied(tmp_path: Path
     op = by_id["probe:_C_ascend.npu_apply_top_k_top_p"]
     assert op.level is Level.WARN and "uses the PyTorch fallback" in op.message
     assert by_id["probe:vllm_ascend_C"].level is Level.WARN  # stand-in has no op library
+
+
+def test_secret_looking_variables_are_reported_by_presence_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 11 item 18: --json and every message show that HF_TOKEN is set, never its value."""
+    secret_file = tmp_path / "hf_file_secret_path"
+    secret_file.write_text("x")
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "needs-key", "title": "needs a key", "kind": "diff", "distribution": "absent",
+        "versions": ">=1", "source": "none.patch",
+        "options": {"requires_env": ["SERVICE_KEY_FILE", "ACCESS_TOKEN_FILE"]}}],
+        env={"HF_TOKEN": "hf_manifest_wants_this", "DB_PASSWORD": "pw_in_manifest",
+             "HF_HUB_OFFLINE": "1"})
+    monkeypatch.setenv("HF_TOKEN", "hf_live_secret_value")
+    monkeypatch.setenv("DB_PASSWORD", "pw_in_manifest")
+    monkeypatch.setenv("SERVICE_KEY_FILE", str(secret_file))
+    monkeypatch.setenv("ACCESS_TOKEN_FILE", "/nonexistent/tok_secret_path")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    for fmt in (["--json"], []):
+        result = run_cli("--python", sys.executable, "--manifest", manifest, *fmt, "verify",
+                         "--no-probes")
+        said = result.out + result.err
+        for value in ("hf_live_secret_value", "hf_manifest_wants_this", "pw_in_manifest",
+                      "hf_file_secret_path", "tok_secret_path"):
+            assert value not in said, (value, said)
+        assert "HF_TOKEN is set to another value" in said
+        assert "DB_PASSWORD is set as the manifest wants (value hidden)" in said
+        assert "SERVICE_KEY_FILE=<set, value hidden>" in said
+        assert "ACCESS_TOKEN_FILE=<set, value hidden>: no such file" in said
+        assert "HF_HUB_OFFLINE is '0', the manifest wants 1" in said  # not secret: shown

@@ -8,6 +8,20 @@ from pathlib import Path
 from ascendpatch.manifest.model import Artifact, Manifest
 from ascendpatch.results import CheckResult, Level
 
+SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL")
+HIDDEN = "<set, value hidden>"
+
+
+def is_secret(name: str) -> bool:
+    """A name that looks like it holds a credential: its value is never shown, only presence."""
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def shown(name: str, value: str) -> str:
+    """``value`` as messages and --json may show it: masked when ``name`` looks secret."""
+    return HIDDEN if is_secret(name) else value
+
 
 def expected(manifest: Manifest, env: Mapping[str, str]) -> list[CheckResult]:
     results = []
@@ -16,9 +30,15 @@ def expected(manifest: Manifest, env: Mapping[str, str]) -> list[CheckResult]:
         ok = actual == value
         why = (" (this host is offline: the hub must not be contacted)"
                if name == "HF_HUB_OFFLINE" else "")
-        message = (f"{name}={value}" if ok else
-                   f"{name} is {'unset' if actual is None else repr(actual)}, the manifest "
-                   f"wants {value}{why}; fix: export {name}={value}")
+        if is_secret(name):
+            message = (f"{name} is set as the manifest wants (value hidden)" if ok else
+                       f"{name} is {'unset' if actual is None else 'set to another value'}, "
+                       f"the manifest wants a specific value (values hidden); fix: export "
+                       f"{name} with the manifest's value")
+        else:
+            message = (f"{name}={value}" if ok else
+                       f"{name} is {'unset' if actual is None else repr(actual)}, the manifest "
+                       f"wants {value}{why}; fix: export {name}={value}")
         results.append(CheckResult(f"env:{name}", "env", Level.OK if ok else Level.FAIL, message))
     return results
 
@@ -36,7 +56,9 @@ def required(artifacts: Sequence[Artifact], env: Mapping[str, str]) -> list[Chec
                                            f"export {name}=<path>"))
             elif not Path(value).is_file():
                 results.append(CheckResult(cid, "env", Level.FAIL,
-                                           f"{name}={value}: no such file ({artifact.title})"))
+                                           f"{name}={shown(name, value)}: no such file "
+                                           f"({artifact.title})"))
             else:
-                results.append(CheckResult(cid, "env", Level.OK, f"{name}={value}"))
+                results.append(CheckResult(cid, "env", Level.OK,
+                                           f"{name}={shown(name, value)}"))
     return results

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ascendpatch import inscript
+from ascendpatch.checks.envvars import is_secret, shown
 from ascendpatch.deploy.logs import SMOOTHQUANT_MARKER, load_rules, triage
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level
@@ -81,16 +82,17 @@ def check(artifact: Artifact, applied: bool, enabled: bool, python: Path | None,
                            "(the drop-in reads the variable itself)")]
     if not Path(scales).is_file():
         return [*results, CheckResult(cid, "smoothquant", Level.FAIL,
-                                      f"{var}={scales}: no such file")]
+                                      f"{var}={shown(var, scales)}: no such file")]
     if python is None:
         return results
     count, error = count_vectors(python, scales, env)
     if count is None:
         return [*results, CheckResult(cid, "smoothquant", Level.FAIL,
-                                      f"{var}={scales} cannot be loaded: {error}")]
+                                      f"{var}={shown(var, scales)} cannot be loaded: "
+                                      f"{error if not is_secret(var) else '(hidden)'}")]
     return [*results, CheckResult(cid, "smoothquant", Level.OK,
                                   f"SmoothQuant: drop-in installed and {count} smooth scale "
-                                  f"vectors in {scales}", data={"vectors": count})]
+                                  f"vectors in {shown(var, scales)}", data={"vectors": count})]
 
 
 def check_serve_log(text: str, expected_tp: int | None) -> CheckResult:
