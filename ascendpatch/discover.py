@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ascendpatch.errors import TargetError
-from ascendpatch.target import Target, from_python
+from ascendpatch.target import Target, from_python, from_site_packages
 
 ENV_VAR = "ASCENDPATCH_PYTHON"
 ANCHOR_DISTRIBUTION = "vllm-ascend"
@@ -35,16 +35,48 @@ def candidates(env: Mapping[str, str], preferred: Sequence[str] = ()) -> list[Pa
     return unique
 
 
+def site_packages_beside(python: Path) -> list[Path]:
+    """The site-packages folders of an interpreter's prefix, found by layout alone."""
+    prefix = python.parent.parent
+    found: list[Path] = []
+    for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages",
+                    "local/lib/python3*/dist-packages", "lib/python3/dist-packages"):
+        found += sorted(prefix.glob(pattern), reverse=True)
+    return [p for p in found if p.is_dir()]
+
+
+def static_target(python: Path) -> Target | None:
+    """The target of a manifest's candidate interpreter *without running it*: the first
+    site-packages beside it that holds vllm-ascend (None when there is none)."""
+    for folder in site_packages_beside(python):
+        target = from_site_packages(folder)
+        if target.get(ANCHOR_DISTRIBUTION) is not None:
+            return target
+    return None
+
+
 def find_target(env: Mapping[str, str], inspect: Callable[[Path], Target] = from_python,
-                preferred: Sequence[str] = ()) -> Target:
-    """``preferred``: the manifest's own ``target.python`` candidates, tried first."""
+                preferred: Sequence[str] = (), run_preferred: bool = True) -> Target:
+    """``preferred``: the manifest's own ``target.python`` candidates, tried first.
+
+    ``run_preferred`` False (a command that needs no interpreter): those candidates come from
+    a manifest, which is data; they are never executed, only looked beside for a site-packages
+    with vllm-ascend. The built-in candidates are system paths and run as before."""
     explicit = env.get(ENV_VAR)
     if explicit:
         return inspect(Path(explicit))
     tried: list[str] = []
+    from_manifest = {Path(p) for p in preferred}
     for path in candidates(env, preferred):
         if not path.exists():
             tried.append(f"{path} (absent)")
+            continue
+        if path in from_manifest and not run_preferred:
+            found = static_target(path)
+            if found is not None:
+                return found
+            tried.append(f"{path} (not run: this command needs no interpreter; no "
+                         f"site-packages with {ANCHOR_DISTRIBUTION} beside it)")
             continue
         try:
             target = inspect(path)

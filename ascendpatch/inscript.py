@@ -9,7 +9,10 @@ target's view, and its imports, must not depend on where the user stands: a chec
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
@@ -31,18 +34,39 @@ def bundled(name: str) -> str:
     return files("ascendpatch").joinpath(name).read_text(encoding="utf-8")
 
 
+def _run(argv: list[str], timeout: float, env: Mapping[str, str] | None) \
+        -> subprocess.CompletedProcess[str]:
+    """Run in a process group of its own; on timeout the whole group is killed, so nothing
+    the interpreter spawned is left behind (and no grandchild keeps our pipes open)."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          stdin=subprocess.DEVNULL, start_new_session=True,
+                          env=dict(env) if env is not None else None) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            _kill_group(proc)
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """Only while the child is unreaped: its pid (the group id) cannot have been reused."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the group's id is the child's pid (new session)
+
+
 def run_json(python: Path, script: str, args: Sequence[str] = (), timeout: float = 120.0,
              env: Mapping[str, str] | None = None) -> dict[str, Any]:
     try:
-        proc = subprocess.run([str(python), "-c", PREAMBLE + script, *args], capture_output=True,
-                              text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
-                              env=dict(env) if env is not None else None)
+        proc = _run([str(python), "-c", PREAMBLE + script, *args], timeout, env)
     except FileNotFoundError:
         raise ScriptError(f"{python} does not exist") from None
     except OSError as exc:
         raise ScriptError(f"cannot run {python}: {exc}") from None
     except subprocess.TimeoutExpired:
-        raise ScriptError(f"{python} did not answer within {timeout:.0f}s") from None
+        raise ScriptError(f"{python} did not answer within {timeout:.0f}s (it and every "
+                          "process it started were killed)") from None
     try:
         doc = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -93,3 +93,49 @@ def test_in_target_scripts_run_on_every_python_from_3_8(python: Path) -> None:
     assert tgt.markers["python_version"] == ".".join(tgt.python_version.split(".")[:2])
     probe = run_probe(python, ["torch_npu.npu_top_k_top_p"])
     assert probe["imports"]["torch_npu"].startswith("ModuleNotFoundError")
+
+
+# ------------------------------------------------------------------ issue 11 item 19
+
+
+def _logging_interpreter(prefix: Path, marker: Path) -> Path:
+    """A manifest's candidate interpreter that records every execution, then is Python."""
+    python = prefix / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\necho ran >> {marker}\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    make_dist(site, "vllm-ascend", "0.18.0", {"vllm_ascend/__init__.py": ""})
+    return python
+
+
+def test_manifest_candidates_are_not_run_by_commands_that_need_no_interpreter(
+        tmp_path: Path) -> None:
+    marker = tmp_path / "executions"
+    python = _logging_interpreter(tmp_path / "prefix", marker)
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(f"name: x\ntarget:\n  python: [{python}]\n")
+    for command in ("status", "plan", "audit"):
+        result = run_cli("--manifest", manifest, command)
+        assert result.code == 0, result.err
+        assert not marker.exists(), f"{command} executed the manifest's interpreter"
+    status = run_cli("--manifest", manifest, "status")
+    assert f"site-packages {tmp_path / 'prefix/lib/python3.11/site-packages'}" in status.out
+    # verify needs the interpreter (probes, plugin checks): there it is run, as the user asked.
+    run_cli("--manifest", manifest, "verify", "--no-probes")
+    assert marker.exists()
+
+
+def test_a_python_that_times_out_is_killed_with_its_whole_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    child_pid = tmp_path / "child.pid"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {child_pid}\nexec sleep 300\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(target, "INTROSPECT_TIMEOUT", 1.0)
+    with pytest.raises(TargetError, match="did not answer within 1s"):
+        target.from_python(fake)
+    pid = int(child_pid.read_text())
+    status = Path(f"/proc/{pid}/status")
+    # Gone, or a zombie waiting for a reaper that is not ours: either way, no longer running.
+    assert not status.exists() or "\nState:\tZ" in status.read_text(), "orphan left running"

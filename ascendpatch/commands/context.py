@@ -88,6 +88,11 @@ def reading(ctx: Context) -> Iterator[Session]:
         yield session
 
 
+# Commands that run the target interpreter (probes, pip, plugin checks); the others only
+# read its site-packages, so a manifest's target.python candidates are never executed for them.
+NEEDS_INTERPRETER = frozenset({"verify", "install", "lock", "capture"})
+
+
 def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
     from ascendpatch import discover
     from ascendpatch.target import from_python, from_site_packages
@@ -96,7 +101,9 @@ def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
         return from_site_packages(args.site_packages)
     if args.python is not None:
         return from_python(args.python)
-    return discover.find_target(os.environ, preferred=preferred)
+    command = getattr(args, "command", None)
+    return discover.find_target(os.environ, preferred=preferred,
+                                run_preferred=command in NEEDS_INTERPRETER)
 
 
 def from_args(args: Namespace) -> Context:
