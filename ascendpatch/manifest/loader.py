@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import string
 from collections.abc import Mapping
@@ -68,6 +69,8 @@ def _too_deep(document: object) -> str | None:
 
 def parse_yaml(text: str, path: Path) -> object:
     """Safe YAML (C parser when available) with duplicate keys and deep nesting refused."""
+    collecting = gc.isenabled()
+    gc.disable()  # millions of new containers, no cycles: the collector only costs time here
     try:
         document = yaml.load(text, Loader=_Loader)  # _Loader is a safe loader
     except yaml.YAMLError as exc:
@@ -80,6 +83,9 @@ def parse_yaml(text: str, path: Path) -> object:
         deep: str | None = "(too deep to locate)"
     else:
         deep = _too_deep(document)
+    finally:
+        if collecting:
+            gc.enable()
     if deep is not None:
         raise ManifestError([f"{path}: {deep}: nested more than {MAX_DEPTH} levels deep; "
                              "a manifest never needs that"])
