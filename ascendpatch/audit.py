@@ -24,6 +24,7 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any, NamedTuple
 
+from ascendpatch.errors import AscendpatchError
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.store import atomic
 from ascendpatch.store.state import STATE_DIR, StateStore
@@ -88,18 +89,21 @@ class StatCache:
         self.entries: dict[str, list[int | str]] = {}
         self.orphans: dict[str, dict[str, Any]] = {}  # package folder -> unlisted files
         self.dirty = False
-        try:
-            doc = json.loads(self.path.read_bytes())
-            if doc.get("format") == CACHE_FORMAT:
+        try:  # never follows a link, never blocks on a FIFO; a bad cache is just no cache
+            raw = store.read_state_file(self.path)
+            doc = json.loads(raw) if raw is not None else {}
+            if isinstance(doc, dict) and doc.get("format") == CACHE_FORMAT and \
+                    isinstance(doc.get("files"), dict) and isinstance(doc.get("orphans", {}), dict):
                 self.entries = doc["files"]
                 self.orphans = doc.get("orphans", {})
-        except (OSError, ValueError, KeyError):
+        except (AscendpatchError, OSError, ValueError, KeyError):
             self.entries = {}
 
     def get(self, rel: str, st: os.stat_result) -> str | None:
         cached = self.entries.get(rel)
-        if cached is not None and cached[0] == st.st_size and cached[1] == st.st_mtime_ns \
-                and cached[2] == st.st_ino and cached[3] == st.st_ctime_ns:
+        if isinstance(cached, list) and len(cached) == 5 and cached[0] == st.st_size \
+                and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino \
+                and cached[3] == st.st_ctime_ns:
             return str(cached[4])
         return None
 

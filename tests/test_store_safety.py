@@ -7,6 +7,7 @@ after a hostile journal, ledger, link or patch, it must hold exactly what it hel
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -279,3 +280,17 @@ def test_created_folders_go_on_revert_and_on_rollback(env: dict[str, Path]) -> N
     assert run_cli(*args, "status").code == 1
     assert not (env["site"] / "demo/extra").exists()
     assert _target_files(env["site"]) == pristine
+
+
+def test_audit_cache_of_a_hostile_shape_is_ignored_never_followed(env: dict[str, Path]) -> None:
+    state = env["site"] / ".ascendpatch"
+    state.mkdir()
+    os.mkfifo(state / "statcache.json")  # reading it naively would block forever
+    assert cli(env, "audit").code == 0
+    (state / "statcache.json").unlink()
+    (state / "statcache.json").write_text('{"format": 2, "files": {"demo/mod.py": 7}}')
+    assert cli(env, "audit").code == 0
+    (state / "statcache.json").unlink()
+    (state / "statcache.json").symlink_to(env["victim"])
+    assert cli(env, "audit").code == 0
+    assert env["victim"].read_bytes() == SECRET

@@ -173,7 +173,7 @@ class StateStore:
                 raise StateError(f"{folder} is not a folder",
                                  fix=f"move it aside (mv {folder} {folder}.bad) and run again")
 
-    def _read_state_file(self, path: Path) -> bytes | None:
+    def read_state_file(self, path: Path) -> bytes | None:
         """Bytes of a state file; None when absent. Never follows a link, never blocks on a
         FIFO, never reads a directory or a device."""
         try:
@@ -202,7 +202,7 @@ class StateStore:
 
     def load_ledger(self) -> Ledger:
         self.check_layout()
-        raw = self._read_state_file(self.ledger_path)
+        raw = self.read_state_file(self.ledger_path)
         if raw is None:
             return {}
         try:
@@ -384,14 +384,14 @@ class StateStore:
         crash.point()
 
     def _ledger_text(self) -> str | None:
-        raw = self._read_state_file(self.ledger_path)
+        raw = self.read_state_file(self.ledger_path)
         return raw.decode("utf-8", "surrogateescape") if raw is not None else None
 
     # ------------------------------------------------------------------ recovery
     def load_journal(self) -> tuple[str | None, list[_Entry]] | None:
         """The journal, validated; None when there is none (or it was unreadable JSON, which
         an atomic write cannot produce: it is then discarded)."""
-        raw = self._read_state_file(self.journal_path)
+        raw = self.read_state_file(self.journal_path)
         if raw is None:
             return None
         try:
