@@ -304,7 +304,7 @@ print(json.dumps({"code": run.returncode, "out": run.stdout + run.stderr, "zombi
                   "parent": parent.pid}))
 """
 EPERM = r"""
-import contextlib, io, json, os, subprocess, sys
+import contextlib, io, json, os, signal, subprocess, sys
 victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
                           start_new_session=True)
 real_kill = os.kill
@@ -313,6 +313,13 @@ def refusing(pid, sig):
         raise PermissionError(1, "Operation not permitted")
     real_kill(pid, sig)
 os.kill = refusing  # what kill(2) answers for a process we may not signal
+real_send = signal.pidfd_send_signal
+def refusing_fd(fd, sig, *rest):
+    info = open(f"/proc/self/fdinfo/{fd}").read()
+    if f"Pid:\t{victim.pid}\n" in info:
+        raise PermissionError(1, "Operation not permitted")
+    real_send(fd, sig, *rest)
+signal.pidfd_send_signal = refusing_fd  # the same answer through the process's pidfd
 from ascendpatch.cli import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
@@ -408,3 +415,43 @@ def test_process_titles_are_shown_escaped() -> None:
 
     proc = Proc(42, 1, 42, 42, "S", "VLLM::x", "VLLM::\x1b]0;pwned\x07\x1b[2J\0--flag", 0)
     assert proc.title == "VLLM::\\x1b]0;pwned\\x07\\x1b[2J"
+
+
+RECYCLE = r"""
+import json, os, subprocess, sys, time
+titled = os.environ["TITLED"]
+leftover = subprocess.Popen([sys.executable, "-c", titled, "VLLM::EngineCore"])
+for _ in range(200):
+    if open(f"/proc/{leftover.pid}/comm").read().startswith("VLLM::"):
+        break
+    time.sleep(0.05)
+from ascendpatch.deploy import procs, stop
+real, state = procs.all_procs, {}
+def recycled():
+    snapshot = real()
+    if "canary" not in state:  # right after discovery the leftover ends, its PID is reused
+        leftover.kill()
+        leftover.wait()
+        time.sleep(0.1)  # a later start time, as any recycled PID has
+        with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+            last.write(str(leftover.pid - 1))
+        state["canary"] = subprocess.Popen([sys.executable, "-c",
+                                            "import time; time.sleep(300)"])
+    return snapshot
+procs.all_procs = recycled
+report = stop.stop(None, grace=0.5)
+canary = state["canary"]
+print(json.dumps({"reused": canary.pid == leftover.pid, "alive": canary.poll() is None,
+                  "survivors": [p.pid for p in report.survivors], "events": report.events}))
+"""
+
+
+def test_a_pid_recycled_after_discovery_is_never_signalled() -> None:
+    """The leftover found by the scan ends, and the kernel gives its PID to an unrelated
+    process (forced with ns_last_pid) before the signal: the newcomer survives, and is not
+    reported as a survivor of the stop."""
+    doc = _ns(RECYCLE)
+    assert doc["reused"], doc  # the PID really was recycled
+    assert doc["alive"], doc["events"]
+    assert doc["survivors"] == [], doc
+

@@ -27,6 +27,7 @@ class Proc:
     comm: str
     cmdline: str  # NUL-separated argv
     uid: int
+    start: int = 0  # start time in clock ticks after boot: with the pid, the process's identity
 
     @property
     def zombie(self) -> bool:
@@ -67,7 +68,7 @@ def _parse(pid: int, stat: str, cmdline: bytes, uid: int) -> Proc | None:
         comm = stat[stat.index("(") + 1: stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
         return Proc(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], comm,
-                    cmdline.decode(errors="replace").rstrip("\0"), uid)
+                    cmdline.decode(errors="replace").rstrip("\0"), uid, int(fields[19]))
     except (ValueError, IndexError):
         return None
 
@@ -93,6 +94,13 @@ def all_procs() -> list[Proc]:
             if proc is not None:
                 found.append(proc)
     return found
+
+
+def same(proc: Proc) -> Proc | None:
+    """``proc`` as it is now, or None when it has ended or its PID now names another process
+    (a recycled PID has another start time)."""
+    now = read(proc.pid)
+    return now if now is not None and now.start == proc.start else None
 
 
 def running(pid: int) -> bool:

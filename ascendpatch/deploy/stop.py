@@ -33,6 +33,7 @@ class StopReport:
     survivors: list[procs.Proc] = field(default_factory=list)
     zombies: list[procs.Proc] = field(default_factory=list)
     denied: set[int] = field(default_factory=set)  # a signal failed with EPERM
+    seen: dict[int, procs.Proc] = field(default_factory=dict)  # as found: pid -> identity
     npu_smi: str | None = None
     refused: bool = False
 
@@ -53,14 +54,35 @@ class Policy:
                 and (self.force_user or proc.uid == self.uid))
 
 
+def _send(proc: procs.Proc, sig: signal.Signals) -> None:
+    """Signal ``proc`` only while its PID still names it. A pidfd pins the process between the
+    identity check and the signal, so a PID recycled after discovery is never signalled."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:
+        return
+    except OSError as exc:  # pragma: no cover - kernels before 5.3 have no pidfd
+        if exc.errno != errno.ENOSYS:
+            raise
+        if procs.same(proc) is not None:
+            os.kill(proc.pid, sig)
+        return
+    try:
+        if procs.same(proc) is not None:
+            signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
+
+
 def _signal(pids: Iterable[int], sig: signal.Signals, policy: Policy,
             report: StopReport) -> None:
     for pid in pids:
-        proc = procs.read(pid)  # checked again right before the signal
+        seen = report.seen.get(pid)
+        proc = procs.same(seen) if seen is not None else None  # checked again right before
         if proc is None or not policy.allows(proc):
             continue
         try:
-            os.kill(pid, sig)
+            _send(proc, sig)
         except ProcessLookupError:
             pass
         except PermissionError:
@@ -70,13 +92,20 @@ def _signal(pids: Iterable[int], sig: signal.Signals, policy: Policy,
                 raise
 
 
-def _wait(pids: Iterable[int], seconds: float, sleep: Callable[[float], None]) -> set[int]:
-    """Wait until none of ``pids`` runs (zombies count as ended); returns those still running."""
+def _wait(pids: Iterable[int], seconds: float, sleep: Callable[[float], None],
+          report: StopReport) -> set[int]:
+    """Wait until none of ``pids`` runs (zombies and recycled PIDs count as ended); returns
+    those still running."""
+    def running(pid: int) -> bool:
+        seen = report.seen.get(pid)
+        now = procs.same(seen) if seen is not None else None
+        return now is not None and not now.zombie
+
     deadline = time.monotonic() + seconds
-    left = {p for p in pids if procs.running(p)}
+    left = {p for p in pids if running(p)}
     while left and time.monotonic() < deadline:
         sleep(0.05)
-        left = {p for p in left if procs.running(p)}
+        left = {p for p in left if running(p)}
     return left
 
 
@@ -95,39 +124,49 @@ def members(root: procs.Proc, table: Iterable[procs.Proc]) -> set[int]:
     return out
 
 
-def _allowed(pids: Iterable[int], policy: Policy, report: StopReport) -> set[int]:
+def _allowed(found: Iterable[procs.Proc], policy: Policy, report: StopReport) -> set[int]:
     out = set()
-    for pid in pids:
-        proc = procs.read(pid)
-        if proc is None or proc.zombie:
+    for proc in found:
+        if proc.zombie:
             continue
         if policy.allows(proc):
-            out.add(pid)
+            out.add(proc.pid)
+            report.seen[proc.pid] = proc
         elif proc.pid > 1 and proc.pid not in policy.protected:
             report.say("WARN", f"{_describe(proc)} belongs to uid {proc.uid}, not to you: "
                                "left alone (--force-user to stop it too)")
     return out
 
 
+def _tree(root: procs.Proc, exclude: set[int]) -> list[procs.Proc]:
+    """The server's processes as they are now (none when the server's PID is gone or
+    recycled)."""
+    snapshot = procs.all_procs()
+    table = {p.pid: p for p in snapshot}
+    now = table.get(root.pid)
+    if now is None or now.start != root.start:
+        return []
+    return [table[p] for p in sorted(members(now, snapshot) - exclude) if p in table]
+
+
 def _stop_tree(root: procs.Proc, grace: float, report: StopReport, policy: Policy,
                sleep: Callable[[float], None]) -> set[int]:
-    found = members(root, procs.all_procs())
-    targets = _allowed(found, policy, report)
-    report.say("OK", f"sent TERM to {_describe(root)} and {len(targets) - 1} process(es) of its "
-                     "tree, session and group")
+    report.seen[root.pid] = root
+    targets = _allowed(_tree(root, set()), policy, report)
+    report.say("OK", f"sent TERM to {_describe(root)} and {max(len(targets) - 1, 0)} "
+                     "process(es) of its tree, session and group")
     _signal(targets, signal.SIGTERM, policy, report)
-    left = _wait(targets, grace, sleep)
+    left = _wait(targets, grace, sleep, report)
     # children forked while it shut down belong to it as well
-    late = _allowed(members(root, procs.all_procs()) - targets, policy, report) \
-        if procs.read(root.pid) is not None else set()
+    late = _allowed(_tree(root, targets), policy, report)
     for pid in sorted(left):
-        proc = procs.read(pid)
+        proc = procs.same(report.seen[pid])
         if proc is not None:
             report.say("WARN", f"{_describe(proc)} ignored TERM for {grace:g}s: sending KILL")
     left |= late
     if left:
         _signal(left, signal.SIGKILL, policy, report)
-        _wait(left, 2.0, sleep)
+        _wait(left, 2.0, sleep, report)
     return targets | late
 
 
@@ -166,10 +205,12 @@ def _stop_leftovers(grace: float, report: StopReport, policy: Policy,
         report.say("WARN", f"leftover vLLM process {_describe(proc)}, parent PID {proc.ppid}: "
                            "stopping it")
     pids = {p.pid for p in leftovers}
+    for proc in leftovers:
+        report.seen[proc.pid] = proc
     _signal(pids, signal.SIGTERM, policy, report)
-    left = _wait(pids, grace, sleep)
+    left = _wait(pids, grace, sleep, report)
     _signal(left, signal.SIGKILL, policy, report)
-    _wait(left, 2.0, sleep)
+    _wait(left, 2.0, sleep, report)
     return pids
 
 
@@ -207,7 +248,8 @@ def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = t
             touched |= _stop_tree(root, grace, report, policy, sleep)
     touched |= _stop_leftovers(grace, report, policy, sleep, server, everything)
     for p in sorted(touched):
-        proc = procs.read(p)
+        seen = report.seen.get(p)
+        proc = procs.same(seen) if seen is not None else None
         if proc is None:
             continue
         if proc.zombie:
