@@ -455,3 +455,49 @@ def test_a_pid_recycled_after_discovery_is_never_signalled() -> None:
     assert doc["alive"], doc["events"]
     assert doc["survivors"] == [], doc
 
+
+PIDFILES = r"""
+import json, os, subprocess, sys, time
+from pathlib import Path
+tmp = Path(os.environ["TMP"])
+def victim():
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+def stop(*args):
+    run = subprocess.run([sys.executable, "-m", "ascendpatch", "stop", *args, "--grace", "0.5"],
+                         capture_output=True, text=True)
+    return {"code": run.returncode, "out": run.stdout + run.stderr}
+out = {}
+stale, v = tmp / "stale.pid", victim()  # the file predates the process holding its PID now
+stale.write_text(f"{v.pid}\n")
+os.utime(stale, (time.time() - 3600, time.time() - 3600))
+out["stale"] = {**stop("--pidfile", str(stale)), "alive": v.poll() is None}
+other, v = tmp / "sshd.pid", victim()  # a link planted in /tmp to another service's pid file
+other.write_text(f"{v.pid}\n")
+(tmp / "link.pid").symlink_to(other)
+out["symlink"] = {**stop("--pidfile", str(tmp / "link.pid")), "alive": v.poll() is None}
+foreign, v = tmp / "foreign.pid", victim()  # written by another user
+foreign.write_text(f"{v.pid}\n")
+os.chown(foreign, 65534, 65534)
+out["foreign"] = {**stop("--pidfile", str(foreign)), "alive": v.poll() is None}
+out["forced"] = {**stop("--pidfile", str(foreign), "--force-user"), "alive": v.poll() is None}
+fresh, v = tmp / "fresh.pid", victim()
+time.sleep(0.1)
+fresh.write_text(f"{v.pid}\n")
+out["fresh"] = {**stop("--pidfile", str(fresh)), "alive": v.poll() is None}
+print(json.dumps(out))
+"""
+
+
+def test_stale_linked_and_foreign_pidfiles_are_refused(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    doc = _ns(PIDFILES, env={"TMP": str(tmp_path)})
+    stale = doc["stale"]
+    assert stale["code"] == 1 and stale["alive"], stale
+    assert "started after the pid file was written" in stale["out"]
+    link = doc["symlink"]
+    assert link["code"] == 2 and link["alive"] and "is a symbolic link" in link["out"], link
+    foreign = doc["foreign"]
+    assert foreign["code"] == 2 and foreign["alive"], foreign
+    assert "belongs to uid 65534, not to you" in foreign["out"]
+    assert doc["forced"]["code"] == 0 and not doc["forced"]["alive"], doc["forced"]
+    assert doc["fresh"]["code"] == 0 and not doc["fresh"]["alive"], doc["fresh"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -17,19 +18,31 @@ PIDFILE_MAX = 64  # "4194303\n" with room for whitespace; anything longer is no 
 _ASCII_PID = re.compile(r"[0-9]+", re.ASCII)
 
 
-def _read_pidfile(pidfile: Path) -> str:
-    """The pid file's text, refusing FIFOs, devices and large or binary files. Its content is
-    never echoed: a pid file may be anything an attacker planted."""
+def _read_pidfile(pidfile: Path, force_user: bool = False) -> tuple[str, float]:
+    """The pid file's text and when it was last written, refusing symbolic links, FIFOs,
+    devices, large or binary files, and (unless ``force_user``) files another user owns: pid
+    files often live in /tmp, where anyone can plant one. Its content is never echoed."""
     try:
-        fd = os.open(pidfile, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        fd = os.open(pidfile, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidInputError(
+                f"--pidfile {pidfile} is a symbolic link: refusing to follow it (it may point "
+                "at another service's pid file)",
+                fix="point --pidfile at the file the server's PID was written to") from None
         raise InvalidInputError(f"--pidfile {pidfile} cannot be read ({exc.strerror})") \
             from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise InvalidInputError(f"--pidfile {pidfile} is not a regular file",
                                     fix="point --pidfile at the file the server's PID was "
                                         "written to")
+        if info.st_uid not in (0, os.getuid()) and not force_user:
+            raise InvalidInputError(
+                f"--pidfile {pidfile} belongs to uid {info.st_uid}, not to you: anyone "
+                "may have written it",
+                fix="if that user's server is really the one to stop, rerun with --force-user")
         data = os.read(fd, PIDFILE_MAX + 1)
     finally:
         os.close(fd)
@@ -40,7 +53,7 @@ def _read_pidfile(pidfile: Path) -> str:
     if any(not (char.isprintable() or char in " \t\r\n") or char == "\ufffd" for char in text):
         raise InvalidInputError(f"--pidfile {pidfile} is not a pid file (binary or non-ASCII "
                                 "content)")
-    return text
+    return text, info.st_mtime
 
 
 def check_pid(pid: int, origin: str) -> int:
@@ -56,14 +69,17 @@ def check_pid(pid: int, origin: str) -> int:
     return pid
 
 
-def _pid(pidfile: Path | None, pid: int | None) -> int | None:
+def _pid(pidfile: Path | None, pid: int | None, force_user: bool = False) \
+        -> tuple[int | None, float | None]:
+    """The PID to stop, and when the pid file naming it was written."""
     if pidfile is None:
-        return check_pid(pid, "--pid") if pid is not None else None
-    text = _read_pidfile(pidfile).strip()
+        return (check_pid(pid, "--pid") if pid is not None else None), None
+    text, written = _read_pidfile(pidfile, force_user)
+    text = text.strip()
     if not _ASCII_PID.fullmatch(text):
         raise InvalidInputError(f"--pidfile {pidfile} does not hold a process id (expected "
                                 "ASCII digits only)")
-    return check_pid(int(text), f"--pidfile {pidfile}")
+    return check_pid(int(text), f"--pidfile {pidfile}"), written
 
 
 def _zombie(proc: procs.Proc) -> CheckResult:
@@ -93,7 +109,8 @@ def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = 
         force_user: bool = False) -> CommandResult:
     if not grace >= 0:  # also NaN
         raise InvalidInputError("--grace must be 0 or more seconds")
-    report = stop(_pid(pidfile, pid), grace, everything=everything, force_user=force_user)
+    target, written = _pid(pidfile, pid, force_user)
+    report = stop(target, grace, everything=everything, force_user=force_user, written=written)
     results = [CheckResult(f"stop:{i}", "stop", Level(level), text)
                for i, (level, text) in enumerate(report.events)]
     if report.refused:

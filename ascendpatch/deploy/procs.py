@@ -6,6 +6,7 @@ console script, or ``-m vllm.entrypoints...``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,14 @@ def same(proc: Proc) -> Proc | None:
     (a recycled PID has another start time)."""
     now = read(proc.pid)
     return now if now is not None and now.start == proc.start else None
+
+
+def started_at(proc: Proc) -> float:
+    """When ``proc`` started, in seconds since the epoch (never later than the truth: the boot
+    time in /proc/stat is whole seconds, rounded down)."""
+    boot = next(int(line.split()[1]) for line in (PROC / "stat").read_text().splitlines()
+                if line.startswith("btime "))
+    return boot + proc.start / os.sysconf("SC_CLK_TCK")
 
 
 def running(pid: int) -> bool:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ascendpatch.deploy import procs
 
 PID_MAX_LIMIT = 1 << 22  # the kernel's ceiling for /proc/sys/kernel/pid_max
+STALE_SLACK = 1.0  # seconds: the clock-tick start time against the pid file's mtime
 
 
 @dataclass
@@ -218,8 +219,17 @@ def policy_for_self(force_user: bool = False) -> Policy:
     return Policy(frozenset(procs.ancestors(os.getpid())), os.getuid(), force_user)
 
 
+def _stale(root: procs.Proc, written: float) -> bool:
+    """Whether ``root`` started after its pid file was last written: then the server that
+    wrote it is gone and its PID was recycled for another process."""
+    return procs.started_at(root) > written + STALE_SLACK
+
+
 def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = time.sleep,
-         everything: bool = False, force_user: bool = False) -> StopReport:
+         everything: bool = False, force_user: bool = False,
+         written: float | None = None) -> StopReport:
+    """Stop server ``pid`` and leftovers; ``written``: when the pid file naming it was
+    written (a process started later cannot be the one it names)."""
     report = StopReport()
     policy = policy_for_self(force_user)
     touched: set[int] = set()
@@ -237,6 +247,12 @@ def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = t
             report.say("OK", f"PID {pid} is not running (already stopped)")
         elif root.zombie:
             report.zombies.append(root)
+        elif written is not None and _stale(root, written):
+            report.say("FAIL", f"{_describe(root)} started after the pid file was written: the "
+                               "server it names is gone and its PID now belongs to another "
+                               "process: refusing to stop it; remove the stale pid file")
+            report.refused = True
+            return report
         elif not policy.allows(root):
             report.say("FAIL", f"{_describe(root)} belongs to uid {root.uid}, not to you "
                                f"(uid {policy.uid}): refusing to stop it; if it really is the "
