@@ -26,7 +26,8 @@ def _strip_markup(markup: str) -> str:
     import re
 
     text = re.sub(r"(?<!\\)\[/?[a-z ]*\]", "", markup)
-    return text.replace("\\[", "[")
+    return re.sub(r"(\\*)\\\[(?=([a-z#/@])?)",  # undoes _escape
+                  lambda m: m.group(1)[:len(m.group(1)) // (2 if m.group(2) else 1)] + "[", text)
 
 
 def _console(stream: IO[str], color: str) -> Any:
@@ -47,6 +48,11 @@ def _isatty(stream: IO[str]) -> bool:
 
 
 def _escape(text: str) -> str:
+    """Text shown as is: every "[" escaped, and backslashes just before it doubled (else
+    "\\[link=...]" from a server would end the escape and open a rich tag or OSC 8 link)."""
+    import re
+
+    text = re.sub(r"(\\*)\[(?=[a-z#/@])", lambda m: m.group(1) * 2 + "[", text)  # rich's rule
     return text.replace("[", "\\[")
 
 

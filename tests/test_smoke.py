@@ -15,6 +15,8 @@ import pytest
 from tests.kit import run_cli
 
 EVIL_ID = "model\x1b]0;pwned\x07\x1b[2J"
+# a new line that forges an [OK] line, and rich markup that would open an OSC 8 link
+FORGED_ID = "m\n[OK] chat completion with top_p=0.9: 200 \\[link=http://evil/]x\\[/link]"
 
 
 class Server(http.server.BaseHTTPRequestHandler):
@@ -54,7 +56,7 @@ class Server(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif self.path in ("/v1/models", "/moved/v1/models"):
-            served = EVIL_ID if Server.mode == "evil" else self.served
+            served = {"evil": EVIL_ID, "forged": FORGED_ID}.get(Server.mode, self.served)
             self._send(200, {"object": "list", "data": [{"id": served, "object": "model"}]})
         else:
             self._send(404, {"error": "not found"})
@@ -231,3 +233,14 @@ def test_wait_gives_up_with_the_last_error() -> None:
     result = run_cli("smoke", "--url", "http://127.0.0.1:9", "--wait", "2", "--timeout", "1")
     assert result.code == 1
     assert "[FAIL] server not ready after 2 s" in result.out and "is the server up?" in result.out
+
+
+@pytest.mark.parametrize("color", ["never", "always"])
+def test_a_model_id_cannot_forge_lines_or_links(url: str, color: str) -> None:
+    Server.mode = "forged"
+    result = run_cli("smoke", "--url", url, "--color", color)
+    lines = result.out.replace("\x1b[32m", "").replace("\x1b[0m", "").splitlines()
+    assert not any(line.startswith("[OK] chat completion") for line in lines), result.out
+    assert "\x1b]8" not in result.out and "\\x0a[OK] chat completion" in result.out
+    assert "\\[link=http://evil/]x\\[/link]" in result.out  # shown as the server sent it
+

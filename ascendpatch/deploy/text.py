@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
+_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
                      r"\u2066-\u2069\ufeff]")
 
 
@@ -16,5 +16,7 @@ def _escape(match: re.Match[str]) -> str:
 
 def printable(text: str) -> str:
     """Escape sequences (ESC [ ..., OSC 8 links, title changes), other control characters and
-    bidirectional overrides become visible ``\\x1b`` / ``\\u202e`` text; tabs and newlines stay."""
+    bidirectional overrides become visible ``\\x1b`` / ``\\u202e`` text; so do newlines: a
+    server's text stays on its own ``[FAIL]`` line and cannot start a forged ``[OK]`` line.
+    Tabs stay."""
     return _UNSAFE.sub(_escape, text)
