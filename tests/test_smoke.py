@@ -244,3 +244,27 @@ def test_a_model_id_cannot_forge_lines_or_links(url: str, color: str) -> None:
     assert "\x1b]8" not in result.out and "\\x0a[OK] chat completion" in result.out
     assert "\\[link=http://evil/]x\\[/link]" in result.out  # shown as the server sent it
 
+
+def test_a_redirect_to_a_non_ascii_location_is_a_clear_failure() -> None:
+    """A Location header is latin-1 on the wire; a path http.client cannot send is refused,
+    not an exit 3 crash."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+
+        def answer() -> None:
+            for _ in range(2):
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /v1/mod\xe9ls\x1b[2J\r\n"
+                                 b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+
+        threading.Thread(target=answer, daemon=True).start()
+        result = run_cli("smoke", "--url", f"http://127.0.0.1:{listener.getsockname()[1]}",
+                         "--timeout", "5")
+    assert result.code == 1, result.out + result.err
+    assert "redirect to an invalid location" in result.out and "\x1b" not in result.out

@@ -162,6 +162,8 @@ def request(endpoint: Endpoint, method: str, path: str, doc: dict[str, Any] | No
         location = response.getheader("Location") or ""
         target = urllib.parse.urljoin(f"{current.shown()}{path}", location)
         try:
+            if not target.isascii():  # a Location is latin-1 on the wire: not sendable
+                raise ValueError(target)
             moved = parse_url(target)
         except ValueError:
             raise SmokeError(f"redirect to an invalid location ({printable(location[:200])})") \
