@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.deploy.logs import MAX_GROUPS
+from ascendpatch.deploy.logs import MAX_GROUPS, stream_lines
 from tests import wheels
 from tests.kit import REPO, make_dist, run_cli, write_manifest
 
@@ -189,6 +189,22 @@ def test_overlong_lines_are_cut_not_loaded(tmp_path: Path) -> None:
     result = run_cli("logs", path)
     assert result.code == 1 and "serve.log:2: out-of-memory" in result.out
     assert len(result.out) < 5000
+
+
+def test_a_log_growing_while_read_ends_at_its_size_when_opened(tmp_path: Path) -> None:
+    """A live server keeps appending; faster than we read, it would keep us reading forever.
+    Here every line read appends two more."""
+    path = tmp_path / "serve.log"
+    path.write_text("".join(f"INFO line {n}\n" for n in range(100)))
+    read = 0
+    with path.open("a") as writer:
+        for _ in stream_lines(path):
+            read += 1
+            writer.write("WARNING appended\nWARNING appended\n")
+            writer.flush()
+            if read > 10_000:
+                break
+    assert read == 100
 
 
 def test_fifo_and_devices_are_refused(tmp_path: Path) -> None:

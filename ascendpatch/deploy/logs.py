@@ -218,7 +218,9 @@ def triage(lines: Iterable[str], rules: Sequence[Rule], known: Knowledge | None 
 
 
 def stream_lines(path: Path) -> Iterator[str]:
-    """The lines of a regular file, streamed; a line longer than MAX_LINE is cut there."""
+    """The lines of a regular file, streamed, up to the size it had when opened (a log that is
+    still being written, faster than it is read, would never end); a line longer than
+    MAX_LINE is cut there."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
@@ -232,14 +234,17 @@ def stream_lines(path: Path) -> Iterator[str]:
                                 fix="save the log to a file first (vllm serve ... > serve.log "
                                     "2>&1) and triage that file")
     os.set_blocking(fd, True)
+    left = os.fstat(fd).st_size  # a live log keeps growing: read what it held when opened
     with os.fdopen(fd, "rb") as handle:
-        while True:
-            chunk = handle.readline(MAX_LINE)
+        while left > 0:
+            chunk = handle.readline(min(MAX_LINE, left))
             if not chunk:
                 return
+            left -= len(chunk)
             if len(chunk) == MAX_LINE and not chunk.endswith(b"\n"):
-                while True:  # skip the rest of an overlong line
-                    rest = handle.readline(MAX_LINE)
+                while left > 0:  # skip the rest of an overlong line
+                    rest = handle.readline(min(MAX_LINE, left))
+                    left -= len(rest)
                     if not rest or rest.endswith(b"\n"):
                         break
             yield chunk.decode("utf-8", errors="replace")
