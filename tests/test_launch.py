@@ -181,3 +181,55 @@ def test_a_config_with_no_known_knob_says_so(tmp_path: Path) -> None:
 def test_nothing_to_check_is_a_usage_error() -> None:
     result = run_cli("check-launch")
     assert result.code == 2
+
+
+CAP = '{"max_image_tokens": 1024}'
+
+
+@pytest.mark.parametrize(("flags", "code"), [
+    (["--quantization=ascend", f"--mm-processor-kwargs={CAP}"], 0),
+    (["--quantization", "ascend", "--mm_processor_kwargs", CAP], 0),  # vLLM reads _ as -
+    (["-q", "ascend", "--mm-processor-kwargs", CAP], 0),  # vLLM's short alias
+    (["-qascend", "--mm-processor-kwargs", CAP], 0),
+    (["--quantization", "fp8", "--mm-processor-kwargs", CAP, "--quantization", "ascend"], 0),
+    (["--quantization", "ascend", "--mm-processor-kwargs", CAP, "--quantization=fp8"], 1),
+])
+def test_flags_are_read_as_vllm_parses_them(model: Path, flags: list[str], code: int) -> None:
+    """The spellings vLLM's FlexibleArgumentParser accepts (vllm 0.22.1
+    utils/argparse_utils.py: underscores become dashes; engine/arg_utils.py: ``-q``), and
+    argparse's rule that the last occurrence wins."""
+    result = run_cli("check-launch", "--", "vllm", "serve", str(model), *flags)
+    assert result.code == code, result.out
+
+
+def test_a_download_dir_snapshot_through_a_symlinked_model_path(tmp_path: Path) -> None:
+    """vLLM's --download-dir replaces the hub cache; the snapshot's files are symlinks into
+    blobs/ as huggingface_hub writes them; a symlink to a model folder is followed."""
+    from huggingface_hub import try_to_load_from_cache
+
+    cache = tmp_path / "downloads"
+    repo = cache / "models--Ascend-SACT--Muse-Glimmer-30B-w8a8"
+    commit = "89abcdef0123456789abcdef0123456789abcdef"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    built = _model(tmp_path / "built")
+    (repo / "blobs").mkdir()
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for file in built.iterdir():
+        blob = repo / "blobs" / file.name.replace(".", "-")
+        file.rename(blob)
+        (snapshot / file.name).symlink_to(Path("../..") / "blobs" / blob.name)
+    reference = try_to_load_from_cache("Ascend-SACT/Muse-Glimmer-30B-w8a8", "config.json",
+                                       cache_dir=cache)
+    assert isinstance(reference, str) and Path(reference).parent == snapshot
+    result = run_cli("check-launch", "--", "vllm", "serve", "Ascend-SACT/Muse-Glimmer-30B-w8a8",
+                     "--download-dir", str(cache), "--quantization", "ascend",
+                     "--mm-processor-kwargs", CAP)
+    assert result.code == 0, result.out
+    assert f"model folder served: {snapshot} (the Hugging Face cache snapshot" in result.out
+    link = tmp_path / "current"
+    link.symlink_to(snapshot)
+    linked = run_cli("check-launch", "--", "vllm", "serve", str(link), "-q", "ascend",
+                     "--mm-processor-kwargs", CAP)
+    assert linked.code == 0 and f"model folder served: {snapshot.resolve()}" in linked.out

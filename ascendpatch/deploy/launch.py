@@ -55,13 +55,33 @@ def rules() -> dict[str, Any]:
     return doc
 
 
+_SHORT = {"--quantization": "-q"}  # vLLM's own short aliases (EngineArgs.add_cli_args)
+
+
+def _long(arg: str) -> str:
+    """A long option as vLLM's FlexibleArgumentParser reads it: underscores in its name are
+    dashes (``--mm_processor_kwargs`` is ``--mm-processor-kwargs``)."""
+    if not arg.startswith("--"):
+        return arg
+    name, sep, value = arg.partition("=")
+    return name.replace("_", "-") + sep + value
+
+
 def flag_value(argv: Sequence[str], flag: str) -> str | None:
-    for index, arg in enumerate(argv):
-        if arg == flag and index + 1 < len(argv):
-            return argv[index + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
+    """The value argparse would use: ``--flag value``, ``--flag=value``, the underscore
+    spelling and vLLM's short alias all count, and the last occurrence wins."""
+    short = _SHORT.get(flag)
+    found = None
+    for index, raw in enumerate(argv):
+        arg = _long(raw)
+        if arg in (flag, short) and index + 1 < len(argv):
+            found = argv[index + 1]
+        elif arg.startswith(flag + "="):
+            found = arg.split("=", 1)[1]
+        elif short is not None and raw.startswith(short) and not raw.startswith("--") and \
+                len(raw) > len(short):
+            found = raw[len(short):].removeprefix("=")
+    return found
 
 
 def model_path(argv: Sequence[str]) -> str | None:
@@ -75,9 +95,11 @@ def model_path(argv: Sequence[str]) -> str | None:
     return None
 
 
-def hf_snapshot(repo: str, revision: str | None, env: Mapping[str, str]) -> Path | None:
-    """The cached snapshot folder huggingface_hub would load ``repo`` from (no download)."""
-    root = hub_cache(env) / ("models--" + repo.replace("/", "--"))
+def hf_snapshot(repo: str, revision: str | None, env: Mapping[str, str],
+                cache: Path | None = None) -> Path | None:
+    """The cached snapshot folder huggingface_hub would load ``repo`` from (no download);
+    ``cache``: vLLM's --download-dir, which replaces the hub cache."""
+    root = (cache or hub_cache(env)) / ("models--" + repo.replace("/", "--"))
     ref = revision or "main"
     commit = ref
     refs = root / "refs" / ref
@@ -97,11 +119,13 @@ def served_model(argv: Sequence[str], model_dir: Path | None, env: Mapping[str, 
     if local.is_dir():
         return Served(local.resolve(), named, "the local folder the command names")
     if _HF_REPO.fullmatch(named) and not local.exists():
-        snapshot = hf_snapshot(named, flag_value(argv, "--revision"), env)
+        download = flag_value(argv, "--download-dir")
+        cache = Path(download).expanduser() if download else None
+        snapshot = hf_snapshot(named, flag_value(argv, "--revision"), env, cache)
         if snapshot is not None:
             return Served(snapshot, named, f"the Hugging Face cache snapshot of {named}")
         return Served(None, named, f"{named} is no local folder and has no snapshot in the "
-                                   f"Hugging Face cache ({hub_cache(env)})")
+                                   f"Hugging Face cache ({cache or hub_cache(env)})")
     return Served(None, named, f"{named} is not a folder")
 
 
