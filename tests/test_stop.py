@@ -501,3 +501,42 @@ def test_stale_linked_and_foreign_pidfiles_are_refused(tmp_path: Path) -> None:
     assert "belongs to uid 65534, not to you" in foreign["out"]
     assert doc["forced"]["code"] == 0 and not doc["forced"]["alive"], doc["forced"]
     assert doc["fresh"]["code"] == 0 and not doc["fresh"]["alive"], doc["fresh"]
+
+
+CUSTOM_PID1 = r"""
+import json, os, subprocess, sys, time
+titled = os.environ["TITLED"]
+os.setsid()  # PID 1 of a container leads its session, as runc makes it
+engine = subprocess.Popen([sys.executable, "-c", titled, "VLLM::EngineCore"])
+launcher = subprocess.run([sys.executable, "-c",  # a server started by `docker exec` died
+    "import subprocess, sys\n"
+    "g = subprocess.Popen([sys.executable, '-c', sys.argv[1], 'VLLM::EngineCore'],"
+    " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "print(g.pid)", titled], capture_output=True, text=True, check=True)
+orphan = int(launcher.stdout)
+def alive(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+for _ in range(200):
+    if all(open(f"/proc/{p}/comm").read().startswith("VLLM::") for p in (engine.pid, orphan)):
+        break
+    time.sleep(0.05)
+run = subprocess.run([sys.executable, "-m", "ascendpatch", "stop", "--grace", "1"],
+                     capture_output=True, text=True)
+print(json.dumps({"code": run.returncode, "out": run.stdout + run.stderr, "engine": engine.pid,
+                  "engine_alive": alive(engine.pid), "orphan_alive": alive(orphan)}))
+"""
+
+
+def test_a_custom_server_as_pid_1_keeps_its_engine() -> None:
+    """The container's entry point serves through a script of its own (`python serve.py`,
+    not recognisable as `vllm serve`): its live EngineCore is its child in its session, not
+    an orphan. An orphan from a server started with `docker exec` (its own session) still is
+    one."""
+    doc = _ns(CUSTOM_PID1)
+    assert doc["code"] == 0, doc["out"]
+    assert doc["engine_alive"], doc["out"]
+    assert not doc["orphan_alive"], doc["out"]
+    assert f"PID {doc['engine']} (VLLM::EngineCor) is in the session of PID 1" in doc["out"]

@@ -179,10 +179,20 @@ def is_leftover(proc: procs.Proc, table: dict[int, procs.Proc], server: int | No
         return True
     if server is not None and server in (proc.sid, proc.pgid):
         return True
-    if procs.has_live_server_ancestor(proc, table):
+    if procs.has_live_server_ancestor(proc, table) or in_init_session(proc, table):
         return False
     parent = table.get(proc.ppid)
     return parent is None or parent.pid == 1  # re-parented to init (or a parent outside)
+
+
+def in_init_session(proc: procs.Proc, table: dict[int, procs.Proc]) -> bool:
+    """A child of PID 1 in PID 1's own session or group: in a container whose entry point
+    serves (a custom ``python serve.py``, not recognisable as ``vllm serve``), that is the
+    live server's engine, not an orphan. An orphan re-parented to PID 1 keeps the session of
+    the server that started it (``docker exec`` starts a new one)."""
+    init = table.get(1)
+    return (proc.ppid == 1 and init is not None and not init.zombie
+            and 1 in (proc.sid, proc.pgid))
 
 
 def _stop_leftovers(grace: float, report: StopReport, policy: Policy,
@@ -195,8 +205,11 @@ def _stop_leftovers(grace: float, report: StopReport, policy: Policy,
     leftovers = []
     for proc in vllm:
         if not is_leftover(proc, table, server, everything):
-            report.say("SKIP", f"{_describe(proc)} belongs to a live server (parent PID "
-                               f"{proc.ppid}): left alone (--all-vllm to stop it too)")
+            owner = (f"belongs to a live server (parent PID {proc.ppid})"
+                     if procs.has_live_server_ancestor(proc, table) else
+                     f"is in the session of PID 1 ({table[1].title}), which runs")
+            report.say("SKIP", f"{_describe(proc)} {owner}: left alone (--all-vllm to stop it "
+                               "too)")
         elif not policy.allows(proc):
             report.say("WARN", f"leftover {_describe(proc)} belongs to uid {proc.uid}, not to "
                                "you: left alone (--force-user to stop it too)")
