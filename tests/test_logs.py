@@ -171,6 +171,18 @@ def test_escape_sequences_from_a_log_never_reach_the_terminal(tmp_path: Path) ->
     assert "\\x1b]0;pwned\\x07" in result.out and "\\u202e" in result.out
 
 
+def test_escape_sequences_in_a_file_name_never_reach_the_terminal(tmp_path: Path) -> None:
+    """On a shared host anyone can name a file that `logs /var/log/vllm/*.log` picks up."""
+    evil = _log(tmp_path, [FAULTS["out-of-memory"], STARTED]).rename(
+        tmp_path / "serve\x1b]0;pwned\x07.log")
+    fifo = tmp_path / "f\x1b[2J"
+    os.mkfifo(fifo)
+    for result in (run_cli("logs", evil), run_cli("logs", fifo)):
+        shown = result.out + result.err
+        assert "\x1b" not in shown and "\x07" not in shown, shown
+    assert "serve\\x1b]0;pwned\\x07.log:1: out-of-memory" in run_cli("logs", evil).out
+
+
 def test_distinct_unknown_kinds_are_capped_and_counted(tmp_path: Path) -> None:
     words = [f"{a}{b}{c}" for a in "abcdefghij" for b in "klmnopqrst" for c in "uvwxyzABCDEFGHI"]
     assert len(words) > MAX_GROUPS + 100

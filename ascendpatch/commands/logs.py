@@ -128,7 +128,8 @@ def run(manifest: Manifest, paths: list[Path], enabled_extra: tuple[str, ...] = 
         for number, line in enumerate(stream_lines(path), start=1):
             triager.feed(number, line.rstrip("\r\n"))
         result = triager.result
-        results += _lines(str(path), result, rules, required,
+        # a file name is anyone's choice on a shared host (logs *.log): shown escaped
+        results += _lines(printable(str(path)), result, rules, required,
                           result.tp_size or manifest_tp_size(manifest), expected)
     faults = sum(1 for r in results if r.level is Level.FAIL)
     summary = (f"logs: {faults} fault(s) or missing marker(s)" if faults else

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
 
 MAX_LINE = 64 * 1024
@@ -221,16 +222,17 @@ def stream_lines(path: Path) -> Iterator[str]:
     """The lines of a regular file, streamed, up to the size it had when opened (a log that is
     still being written, faster than it is read, would never end); a line longer than
     MAX_LINE is cut there."""
+    shown = printable(str(path))  # file names are anyone's choice on a shared host
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
-        raise InvalidInputError(f"log {path} cannot be read ({exc.strerror})") from None
+        raise InvalidInputError(f"log {shown} cannot be read ({exc.strerror})") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         what = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
                 stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
-        raise InvalidInputError(f"log {path} is {what}, not a regular file: refusing to read it",
+        raise InvalidInputError(f"log {shown} is {what}, not a regular file: refusing to read it",
                                 fix="save the log to a file first (vllm serve ... > serve.log "
                                     "2>&1) and triage that file")
     os.set_blocking(fd, True)
