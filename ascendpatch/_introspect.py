@@ -99,6 +99,9 @@ def main() -> None:
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "site_packages": _site_dirs(),
         "sys_path": [p for p in sys.path if p],
+        # where a user site would be: the cache of this report watches it appear
+        "user_site": site.getusersitepackages() if getattr(site, "ENABLE_USER_SITE", False)
+        and hasattr(site, "getusersitepackages") else None,
         "distributions": _distributions(),
         "markers": _markers(),
     }

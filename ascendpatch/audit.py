@@ -5,34 +5,50 @@ changed by ascendpatch as its ledger or manifest expects; changed (unexpected); 
 inside a package's folders that no RECORD lists are orphans (a drop-in left behind after
 `pip uninstall`). ``.pyc`` entries with empty hashes are not noise: they are skipped.
 
-Speed: hashes run in parallel threads (hashlib releases the GIL), and a stat cache kept with the
-target's state (size, mtime_ns, inode, ctime_ns -> sha256) means a repeat audit of an unchanged
-environment hashes nothing. ctime cannot be set from user space, so a touched-back mtime does
-not fool it.
+Speed:
+- A stat cache (size, mtime_ns, inode, ctime_ns -> digest) means a repeat audit of an unchanged
+  environment hashes nothing. ctime cannot be set from user space, so a touched-back mtime does
+  not fool it. The cache lives in ascendpatch's own cache folder (``$ASCENDPATCH_CACHE``, else
+  ``$XDG_CACHE_HOME/ascendpatch``, else ``~/.cache/ascendpatch``), one file per target, never
+  inside the target: auditing an image writes nothing into it.
+- A cold audit is bounded by SHA-256 of the largest file (a digest cannot be split). Files are
+  scheduled longest first: the big ones start at once, each on its own thread, while the other
+  threads take the small files in batches; the main thread walks for orphans meanwhile. Reads
+  go into one large buffer per thread and hashlib releases the GIL for large updates.
 """
 
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import json
 import os
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import SimpleQueue
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ascendpatch.errors import AscendpatchError
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.store import atomic
-from ascendpatch.store.state import STATE_DIR, StateStore
-from ascendpatch.target import Distribution, Target
+
+if TYPE_CHECKING:
+    from ascendpatch.target import Distribution, Target
 
 CACHE_NAME = "statcache.json"
-CACHE_FORMAT = 2  # 2: digests in RECORD form
+CACHE_FORMAT = 3  # 3: kept outside the target, keyed by the target's folder
 _CHUNK = 1 << 20
+_BUFFER = 1 << 20  # per hashing thread: large enough that the GIL is rarely held
+_BIG = 8 << 20  # files this large get a batch of their own
+_BATCH_BYTES = 4 << 20
+_BATCH_FILES = 48
+
+Expected = Mapping[str, tuple[str, str]]
+ExpectedSource = Expected | Callable[[], Expected]
 
 
 @dataclass(frozen=True)
@@ -45,10 +61,28 @@ class Finding:
 
 
 @dataclass
+class Timings:
+    """Where a run's time went (seconds); the benchmark prints the critical path from these."""
+
+    records: float = 0.0  # reading every RECORD
+    stat: float = 0.0  # the stat pass (and queueing files to hash)
+    hash_wall: float = 0.0  # first file queued to last digest back
+    largest_path: str = ""
+    largest_bytes: int = 0
+    largest_seconds: float = 0.0  # SHA-256 of the largest file hashed: the lower bound
+    orphans: float = 0.0
+    total: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in vars(self).items()}
+
+
+@dataclass
 class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
     files_hashed: int = 0
+    timings: Timings = field(default_factory=Timings)
 
 
 class _Entry(NamedTuple):
@@ -63,41 +97,63 @@ def record_form(digest: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
+def _read_all(fd: int, size_hint: int) -> bytes:
+    parts = []
+    while chunk := os.read(fd, max(size_hint, 1 << 16) + 1):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
 def file_digest(path: Path | str, buffer: bytearray | None = None) -> bytes:
-    """Chunked into one reused buffer (hashlib.file_digest needs Python 3.11)."""
-    digest = hashlib.sha256()
-    buf = buffer if buffer is not None else bytearray(_CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as handle:
-        while size := handle.readinto(buf):
-            digest.update(view[:size])
-    return digest.digest()
+    """SHA-256 of a file: one read for a small file, a large reused buffer for a big one."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size <= _CHUNK:
+            return hashlib.sha256(_read_all(fd, size)).digest()
+        digest = hashlib.sha256()
+        buf = buffer if buffer is not None else bytearray(_BUFFER)
+        view = memoryview(buf)
+        with open(fd, "rb", buffering=0, closefd=False) as handle:
+            while count := handle.readinto(buf):
+                digest.update(view[:count])
+        return digest.digest()
+    finally:
+        os.close(fd)
 
 
 def file_sha256(path: Path | str, buffer: bytearray | None = None) -> str:
     return file_digest(path, buffer).hex()
 
 
+def cache_path(root: Path | str) -> Path:
+    """The stat cache of the target whose state folder is ``root``: outside the target."""
+    from ascendpatch import data
+
+    key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:24]
+    return data.cache_dir() / "audit" / key / CACHE_NAME
+
+
 class StatCache:
-    """(size, mtime_ns, inode, ctime_ns) -> digest in RECORD form, kept with the target's state.
+    """(size, mtime_ns, inode, ctime_ns) -> digest in RECORD form, one file per target.
 
     Storing the RECORD form means an unchanged file is checked with one string comparison."""
 
-    def __init__(self, store: StateStore) -> None:
-        self.path = store.dir / CACHE_NAME
-        self.store = store
+    def __init__(self, root: Path | str) -> None:
+        self.root = os.path.realpath(root)
+        self.path = cache_path(root)
         self.entries: dict[str, list[int | str]] = {}
         self.orphans: dict[str, dict[str, Any]] = {}  # package folder -> unlisted files
+        self.summary: dict[str, Any] = {}  # the last full audit's outcome, see _repeat
         self.dirty = False
-        try:  # never follows a link, never blocks on a FIFO; a bad cache is just no cache
-            raw = store.read_state_file(self.path)
-            doc = json.loads(raw) if raw is not None else {}
-            if isinstance(doc, dict) and doc.get("format") == CACHE_FORMAT and \
-                    isinstance(doc.get("files"), dict) and isinstance(doc.get("orphans", {}), dict):
+        try:
+            doc = json.loads(self.path.read_bytes())
+            if doc.get("format") == CACHE_FORMAT and doc.get("target") == self.root:
                 self.entries = doc["files"]
                 self.orphans = doc.get("orphans", {})
-        except (AscendpatchError, OSError, ValueError, KeyError):
-            self.entries = {}
+                self.summary = doc.get("summary") or {}
+        except (OSError, ValueError, KeyError, AttributeError):
+            self.entries, self.orphans, self.summary = {}, {}, {}
 
     def get(self, rel: str, st: os.stat_result) -> str | None:
         cached = self.entries.get(rel)
@@ -109,17 +165,21 @@ class StatCache:
 
     def put(self, rel: str, st: os.stat_result, digest: str) -> None:
         self.entries[rel] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, digest]
+        self.summary = {}  # a file hashed outside a full audit: its outcome may have changed
         self.dirty = True
 
     def save(self) -> None:
-        """Best effort: a read-only target simply gets no cache."""
+        """Best effort: a cache folder that cannot be written simply gets no cache."""
         if not self.dirty:
             return
         try:
-            self.store.dir.mkdir(parents=True, exist_ok=True)
-            data = json.dumps({"format": CACHE_FORMAT, "files": self.entries,
-                               "orphans": self.orphans}, separators=(",", ":")).encode()
-            atomic.write_atomic(self.path, data, mode=0o644)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            data = json.dumps({"format": CACHE_FORMAT, "target": self.root,
+                               "files": self.entries, "orphans": self.orphans,
+                               "summary": self.summary},
+                              separators=(",", ":")).encode()
+            atomic.write_atomic(self.path, data, mode=0o600)
+            self.dirty = False
         except OSError:
             pass
 
@@ -133,13 +193,35 @@ def _location_key(root: str, location: str) -> str | None:
     return None
 
 
-def _entries(target: Target, dists: Iterable[Distribution]) -> list[_Entry]:
+Row = tuple[str, str | None, int | None]  # path, "sha256=..." or None, size
+
+
+def read_record(metadata_dir: Path | str) -> list[Row]:
+    """A RECORD's rows, as Distribution.record reads them, in one tight loop: a plain row is
+    split from the right (hash and size never contain commas); only quoted rows go to csv."""
+    try:
+        with open(f"{metadata_dir}/RECORD", encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:
+        return []
+    rows: list[Row] = []
+    for line in text.splitlines():
+        fields = next(csv.reader([line]), []) if '"' in line else line.rsplit(",", 2)
+        if not fields or not fields[0]:
+            continue
+        digest = fields[1] if len(fields) > 1 and fields[1].startswith("sha256=") else None
+        size = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
+        rows.append((fields[0], digest, size))
+    return rows
+
+
+def _entries(target: Target, rows: Mapping[Distribution, list[Row]]) -> list[_Entry]:
     root = str(target.root)
     out = []
-    for dist in dists:
+    for dist, dist_rows in rows.items():
         location = str(dist.location)
         prefix = _location_key(root, location)
-        for rel, (record_hash, size) in dist.record.items():
+        for rel, record_hash, size in dist_rows:
             if record_hash is None:
                 continue  # RECORD itself and .pyc files: no hash to check against
             if ".." in rel or rel.startswith("/") or prefix is None:
@@ -157,128 +239,309 @@ class _Outcome:
     digests: dict[str, str] = field(default_factory=dict)  # RECORD form
     missing: list[str] = field(default_factory=list)
     hashed: int = 0
+    timings: Timings = field(default_factory=Timings)
 
 
-def _stat_pass(items: Iterable[tuple[str, str]], cache: StatCache, out: _Outcome) \
-        -> list[tuple[str, str, os.stat_result]]:
-    """One tight loop: stat every file, keep cached digests; return the files to hash."""
-    todo = []
-    get = cache.get
-    for key, path in items:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            out.missing.append(key)
-            continue
-        out.stats[key] = st
-        cached = get(key, st)
-        if cached is None:
-            todo.append((key, path, st))
-        else:
-            out.digests[key] = cached
-    return todo
+Batch = list[tuple[str, str]]
+Done = list[tuple[str, str, float]]  # key, digest (RECORD form), seconds (big files only)
+UNREADABLE = "unreadable:"  # a digest that is an error: the file went away or cannot be read
 
 
-def _batches(todo: list[tuple[str, str, os.stat_result]]) -> list[list[tuple[str, str]]]:
-    """Largest files first, one per batch; small files grouped (~8 MiB or 64 files a batch)."""
-    batches: list[list[tuple[str, str]]] = []
-    current: list[tuple[str, str]] = []
-    size = 0
-    for key, path, st in sorted(todo, key=lambda item: -item[2].st_size):
-        current.append((key, path))
-        size += st.st_size
-        if size >= 8 * _CHUNK or len(current) >= 64:
-            batches.append(current)
-            current, size = [], 0
-    if current:
-        batches.append(current)
-    return batches
+def _digest_or_error(path: str, buffer: bytearray) -> str:
+    try:
+        return record_form(file_digest(path, buffer))
+    except OSError as exc:
+        return UNREADABLE + (exc.strerror or type(exc).__name__)
 
 
-def _hash_worker(queue: SimpleQueue[list[tuple[str, str]] | None]) -> list[tuple[str, str]]:
+def _hash_worker(queue: SimpleQueue[Batch | None]) -> Done:
     """Pull batches until the sentinel: a thread done with a big file helps with the rest."""
-    buffer = bytearray(4 * _CHUNK)
-    done = []
+    buffer = bytearray(_BUFFER)
+    done: Done = []
+    clock = time.perf_counter
     while (batch := queue.get()) is not None:
-        done += [(key, record_form(file_digest(path, buffer))) for key, path in batch]
+        if len(batch) == 1:  # a big file: timed, it may be the critical path
+            key, path = batch[0]
+            start = clock()
+            digest = _digest_or_error(path, buffer)
+            done.append((key, digest, clock() - start))
+            continue
+        done += [(key, _digest_or_error(path, buffer), 0.0) for key, path in batch]
     return done
 
 
-def stat_and_hash(items: Iterable[tuple[str, str]], cache: StatCache, workers: int) -> _Outcome:
+class _Hasher:
+    """Threads pulling batches from one queue, started on the first file that needs a hash."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+        self.queue: SimpleQueue[Batch | None] = SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        self.done: list[Done] = []
+        self.batch: Batch = []
+        self.batch_bytes = 0
+        self.count = 0
+        self.started = 0.0
+
+    def _start(self) -> None:
+        self.started = time.perf_counter()
+        for _ in range(self.workers):
+            done: Done = []
+            self.done.append(done)
+            thread = threading.Thread(target=lambda out=done: out.extend(_hash_worker(self.queue)),
+                                      name="ascendpatch-hash", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def add(self, key: str, path: str, size: int) -> None:
+        if not self.threads:
+            self._start()
+        self.count += 1
+        if size >= _BIG:
+            self.queue.put([(key, path)])
+            return
+        self.batch.append((key, path))
+        self.batch_bytes += size
+        if self.batch_bytes >= _BATCH_BYTES or len(self.batch) >= _BATCH_FILES:
+            self.queue.put(self.batch)
+            self.batch, self.batch_bytes = [], 0
+
+    def close(self) -> None:
+        """No more files: queue the last batch, then one stop sentinel for each thread and one
+        for the caller of ``results``."""
+        if not self.threads:
+            return
+        if self.batch:
+            self.queue.put(self.batch)
+            self.batch = []
+        for _ in range(self.workers + 1):
+            self.queue.put(None)
+
+    def results(self) -> Done:
+        """Every digest; the calling thread hashes too until the queue is empty."""
+        if not self.threads:
+            return []
+        done = _hash_worker(self.queue)
+        for thread in self.threads:
+            thread.join()
+        for part in self.done:
+            done += part
+        return done
+
+
+def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache, workers: int,
+                  meanwhile: Callable[[], None] | None = None) -> _Outcome:
     """Digests (RECORD form) of files, hashing only those whose stat changed since last time.
 
-    The stat pass runs in one thread; hashing runs in ``workers`` threads that pull batches from
-    one queue, largest files first (reads and hashlib updates of large buffers release the
-    GIL, and SHA-256 of one file cannot be split, so the big files must start first)."""
+    ``items``: (key, path, expected size). One thread stats every file, longest first when the
+    cache is empty (the expected sizes come from RECORD, so no stat is needed to order them) and
+    queues the files to hash at once; ``meanwhile`` then runs on this thread while the others
+    hash, and this thread joins the hashing when it is done."""
     out = _Outcome()
-    todo = _stat_pass(items, cache, out)
-    if not todo:
-        return out
-
-    queue: SimpleQueue[list[tuple[str, str]] | None] = SimpleQueue()
-    for batch in _batches(todo):
-        queue.put(batch)
-    count = max(1, min(workers, len(todo)))
-    for _ in range(count):
-        queue.put(None)
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        for part in [pool.submit(_hash_worker, queue) for _ in range(count)]:
-            for key, digest in part.result():
-                out.digests[key] = digest
-                cache.put(key, out.stats[key], digest)
-    out.hashed = len(todo)
+    clock = time.perf_counter
+    start = clock()
+    if not cache.entries:  # cold: the biggest files must start first
+        items = sorted(items, key=lambda item: -(item[2] or 0))
+    hasher = _Hasher(workers)
+    get = cache.get
+    stats, digests, missing = out.stats, out.digests, out.missing
+    for key, path, _size in items:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            missing.append(key)
+            continue
+        stats[key] = st
+        cached = get(key, st)
+        if cached is None:
+            hasher.add(key, path, st.st_size)
+        else:
+            digests[key] = cached
+    hasher.close()
+    out.timings.stat = clock() - start
+    if meanwhile is not None:
+        meanwhile()
+    for key, digest, seconds in hasher.results():
+        digests[key] = digest
+        if digest.startswith(UNREADABLE):
+            continue
+        cache.put(key, stats[key], digest)
+        if stats[key].st_size > out.timings.largest_bytes:
+            out.timings.largest_path = key
+            out.timings.largest_bytes = stats[key].st_size
+            out.timings.largest_seconds = seconds
+    out.hashed = hasher.count
+    if hasher.count:
+        out.timings.hash_wall = clock() - hasher.started
     return out
 
 
 def hash_files(items: list[tuple[str, Path, os.stat_result]], cache: StatCache,
                workers: int) -> dict[str, str]:
     """Hex sha256 of each file, through the stat cache (for snapshots)."""
-    outcome = stat_and_hash([(key, str(path)) for key, path, _st in items], cache, workers)
+    outcome = stat_and_hash([(key, str(path), st.st_size) for key, path, st in items], cache,
+                            workers)
     return {key: record_to_hex(digest) or "" for key, digest in outcome.digests.items()}
 
 
-def audit(target: Target, expected: dict[str, tuple[str, str]],
+class _Lazy:
+    """The expected changes, computed only when a file differs (loading them costs imports)."""
+
+    def __init__(self, source: ExpectedSource) -> None:
+        self.source = source
+        self.value: Expected | None = None
+
+    def get(self, rel: str) -> tuple[str, str] | None:
+        if self.value is None:
+            self.value = self.source() if callable(self.source) else self.source
+        return self.value.get(rel)
+
+
+def audit(target: Target, expected: ExpectedSource,
           dists: Iterable[Distribution] | None = None, workers: int | None = None,
           orphans: bool = True) -> AuditReport:
-    """``expected``: rel path -> (sha256 ascendpatch wrote, why) from the ledger and manifest."""
-    cache = StatCache(StateStore(target.root))
+    """``expected``: rel path -> (sha256 ascendpatch wrote, why) from the ledger and manifest,
+    or a function returning it (called only when some file differs from its RECORD)."""
+    clock = time.perf_counter
+    start = clock()
+    wanted = _Lazy(expected)
+    cache = StatCache(target.root)
+    full = dists is None and orphans
+    records_key = _records_key(target) if orphans else ""
+    if full:
+        repeat = _repeat(target, cache, records_key, wanted)
+        if repeat is not None:
+            repeat.timings.total = clock() - start
+            return repeat
     chosen = list(dists if dists is not None else target.distributions.values())
-    entries = {entry.rel: entry for entry in _entries(target, chosen)}
-    outcome = stat_and_hash(((key, e.path) for key, e in entries.items()), cache,
-                            workers or os.cpu_count() or 2)
-    report = AuditReport(files_checked=len(outcome.digests), files_hashed=outcome.hashed)
+    everything = list(target.distributions.values()) if orphans else chosen
+    rows = {dist: read_record(dist.metadata_dir) for dist in {*chosen, *everything}}
+    entries = {entry.rel: entry for entry in _entries(target, {d: rows[d] for d in chosen})}
+    records_time = clock() - start
+    report = AuditReport()
+    orphan_findings: list[Finding] = []
+
+    def walk() -> None:
+        begin = clock()
+        orphan_findings.extend(_orphans(target, chosen, rows, wanted, cache, records_key))
+        report.timings.orphans = clock() - begin
+
+    outcome = stat_and_hash(((key, e.path, e.size) for key, e in entries.items()), cache,
+                            workers or os.cpu_count() or 2, walk if orphans else None)
+    report.files_checked, report.files_hashed = len(outcome.digests), outcome.hashed
+    summary: dict[str, Any] = {"records": records_key, "missing": [], "differ": []}
     for key in outcome.missing:
         dist = entries[key].dist
+        summary["missing"].append([key, dist.name, dist.version])
         report.findings.append(Finding("missing", key, dist.name, f"{dist.name} {dist.version}"))
     for key, digest in outcome.digests.items():
         entry = entries[key]
-        if digest != entry.record_hash:
-            report.findings += _compare(entry, outcome.stats[key], record_to_hex(digest) or "",
-                                        expected)
-    if orphans:
-        report.findings += _orphans(target, chosen, expected, cache)
+        if digest.startswith(UNREADABLE):
+            summary["unreadable"] = True
+            report.findings.append(Finding("unreadable", key, entry.dist.name,
+                                           f"{entry.dist.name} {entry.dist.version}: "
+                                           f"{digest[len(UNREADABLE):]}"))
+        elif digest != entry.record_hash:
+            finding = _compare(entry, outcome.stats[key], record_to_hex(digest) or "", wanted)
+            summary["differ"].append([key, finding.code, entry.dist.name, entry.dist.version])
+            report.findings.append(finding)
+    report.findings += orphan_findings
+    if full:
+        _remember(cache, entries, summary)
     cache.save()
+    report.findings.sort(key=lambda f: (f.expected, f.path))
+    orphan_time = report.timings.orphans
+    report.timings = outcome.timings
+    report.timings.records, report.timings.orphans = records_time, orphan_time
+    report.timings.total = clock() - start
+    return report
+
+
+def _remember(cache: StatCache, entries: Mapping[str, _Entry], summary: dict[str, Any]) -> None:
+    """After a full audit: keep only the files it checked, and its outcome for _repeat."""
+    if summary.get("unreadable"):
+        cache.summary = {}
+        return
+    stale = [key for key in cache.entries if key not in entries]
+    for key in stale:
+        del cache.entries[key]
+    gone = [f for f, walk in cache.orphans.items() if walk.get("records") != summary["records"]]
+    for folder in gone:  # folders of distributions since removed
+        del cache.orphans[folder]
+    summary["orphan_folders"] = sorted(cache.orphans)
+    if stale or gone or summary != cache.summary:
+        cache.summary = summary
+        cache.dirty = True
+
+
+def _repeat(target: Target, cache: StatCache, records_key: str, expected: _Lazy) \
+        -> AuditReport | None:
+    """The whole audit from the cache, when nothing changed since the last full one: the same
+    RECORD files, every file with the same stat, every missing file still missing, and no
+    package folder that gained or lost an entry. No RECORD is read; None when anything moved.
+
+    This is git status's trick: one lstat per tracked file against the index."""
+    summary = cache.summary
+    if not summary or summary.get("records") != records_key or not cache.entries:
+        return None
+    clock = time.perf_counter
+    begin = clock()
+    root = str(target.root) + "/"
+    stat = os.stat
+    try:
+        for key, cached in cache.entries.items():
+            st = stat(key if key.startswith("/") else root + key)
+            if cached[0] != st.st_size or cached[1] != st.st_mtime_ns \
+                    or cached[2] != st.st_ino or cached[3] != st.st_ctime_ns:
+                return None
+    except OSError:
+        return None
+    for key, *_rest in summary["missing"]:
+        if os.path.lexists(key if key.startswith("/") else root + key):
+            return None
+    report = AuditReport(files_checked=len(cache.entries))
+    report.timings.stat = clock() - begin
+    begin = clock()
+    for folder in summary.get("orphan_folders", []):
+        unlisted = _cached_unlisted(cache.orphans.get(folder), records_key)
+        if unlisted is None:
+            return None
+        owner = cache.orphans[folder].get("owner", ["", ""])
+        report.findings += [_orphan_finding(path[len(root):], path, owner[0], expected)
+                            for path in unlisted]
+    report.timings.orphans = clock() - begin
+    for key, name, version in summary["missing"]:
+        report.findings.append(Finding("missing", key, name, f"{name} {version}"))
+    for key, code, name, version in summary["differ"]:
+        digest = record_to_hex(str(cache.entries[key][4])) or ""
+        wanted = expected.get(key)
+        who = f"{name} {version}"
+        if wanted is not None and wanted[0] == digest:
+            report.findings.append(Finding(code, key, name, f"{who}: {wanted[1]}", True))
+        else:
+            report.findings.append(Finding(code, key, name, f"{who}: changed"))
     report.findings.sort(key=lambda f: (f.expected, f.path))
     return report
 
 
-def _compare(entry: _Entry, st: os.stat_result, digest: str,
-             expected: dict[str, tuple[str, str]]) -> list[Finding]:
+def _compare(entry: _Entry, st: os.stat_result, digest: str, expected: _Lazy) -> Finding:
     size = "S" if entry.size is not None and entry.size != st.st_size else "."
     code = f"{size}.5"
     who = f"{entry.dist.name} {entry.dist.version}"
     wanted = expected.get(entry.rel)
     if wanted is not None and wanted[0] == digest:
-        return [Finding(code, entry.rel, entry.dist.name, f"{who}: {wanted[1]}", expected=True)]
-    return [Finding(code, entry.rel, entry.dist.name, f"{who}: changed")]
+        return Finding(code, entry.rel, entry.dist.name, f"{who}: {wanted[1]}", expected=True)
+    return Finding(code, entry.rel, entry.dist.name, f"{who}: changed")
 
 
-def _package_dirs(target: Target, dist: Distribution) -> set[str]:
+def _package_dirs(target: Target, dist: Distribution, rows: list[Row]) -> set[str]:
+    from ascendpatch.store.state import STATE_DIR
+
     tops: set[str] = set()
     location = str(dist.location)
     if dist.location not in target.site_packages:
         return tops
-    for rel in dist.record:
+    for rel, _hash, _size in rows:
         first, sep, _rest = rel.partition("/")
         if sep and first not in ("..", "__pycache__", STATE_DIR) and \
                 not first.endswith((".dist-info", ".data")):
@@ -286,11 +549,11 @@ def _package_dirs(target: Target, dist: Distribution) -> set[str]:
     return {top for top in tops if os.path.isdir(top)}
 
 
-def _listed(target: Target) -> set[str]:
+def _listed(rows: Mapping[Distribution, list[Row]]) -> set[str]:
     listed: set[str] = set()
-    for dist in target.distributions.values():
+    for dist, dist_rows in rows.items():
         location = str(dist.location)
-        for rel in dist.record:
+        for rel, _hash, _size in dist_rows:
             listed.add(os.path.normpath(f"{location}/{rel}") if ".." in rel
                        else f"{location}/{rel}")
     return listed
@@ -336,32 +599,30 @@ def _cached_unlisted(entry: dict[str, Any] | None, key: str) -> list[str] | None
     return list(entry["unlisted"])
 
 
-def _orphans(target: Target, dists: list[Distribution], expected: dict[str, tuple[str, str]],
-             cache: StatCache | None = None) -> list[Finding]:
+def _orphans(target: Target, dists: list[Distribution], rows: Mapping[Distribution, list[Row]],
+             expected: _Lazy, cache: StatCache, key: str) -> list[Finding]:
     owners: dict[str, Distribution] = {}
     for dist in dists:
-        for folder in _package_dirs(target, dist):
+        for folder in _package_dirs(target, dist, rows[dist]):
             owners.setdefault(folder, dist)
     root = str(target.root)
-    key = _records_key(target)
-    memo = cache.orphans if cache is not None else {}
     listed: set[str] | None = None
     findings = []
     for folder, dist in sorted(owners.items()):
-        unlisted = _cached_unlisted(memo.get(folder), key)
+        unlisted = _cached_unlisted(cache.orphans.get(folder), key)
         if unlisted is None:
-            listed = listed if listed is not None else _listed(target)
+            listed = listed if listed is not None else _listed(rows)
             unlisted, dirs = _walk_unlisted(folder, listed)
-            memo[folder] = {"records": key, "dirs": dirs, "unlisted": unlisted}
-            if cache is not None:
-                cache.dirty = True
-        findings += [_orphan(path[len(root) + 1:], path, dist, expected) for path in unlisted]
+            cache.orphans[folder] = {"records": key, "dirs": dirs, "unlisted": unlisted,
+                                     "owner": [dist.name, dist.version]}
+            cache.dirty = True
+        findings += [_orphan_finding(path[len(root) + 1:], path, dist.name, expected)
+                     for path in unlisted]
     return findings
 
 
-def _orphan(rel: str, path: str, dist: Distribution,
-            expected: dict[str, tuple[str, str]]) -> Finding:
+def _orphan_finding(rel: str, path: str, package: str, expected: _Lazy) -> Finding:
     wanted = expected.get(rel)
     if wanted is not None and file_sha256(path) == wanted[0]:
-        return Finding("added", rel, dist.name, wanted[1], expected=True)
-    return Finding("orphan", rel, dist.name, f"in {dist.name}'s folder, listed by no RECORD")
+        return Finding("added", rel, package, wanted[1], expected=True)
+    return Finding("orphan", rel, package, f"in {package}'s folder, listed by no RECORD")

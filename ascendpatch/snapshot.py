@@ -14,7 +14,6 @@ from ascendpatch import __version__
 from ascendpatch.audit import StatCache, hash_files
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.manifest.model import Manifest
-from ascendpatch.store.state import StateStore
 from ascendpatch.target import Distribution, Target
 
 SNAPSHOT_KIND = "ascendpatch-snapshot"
@@ -60,9 +59,10 @@ def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
             key = path.relative_to(target.root).as_posix() if path.is_relative_to(
                 target.root) else str(path)
             items.append((key, path, st))
-    cache = StatCache(StateStore(target.root))
+    cache = StatCache(target.root)
     files = hash_files(items, cache, 2)
     cache.save()
+    sizes = {key: st.st_size for key, _path, st in items if key in files}
     return {
         "kind": SNAPSHOT_KIND, "format": SNAPSHOT_FORMAT,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -74,6 +74,7 @@ def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
                           for d in sorted(target.distributions.values(), key=lambda d: d.name)},
         "artifacts": artifacts,
         "files": dict(sorted(files.items())),
+        "sizes": dict(sorted(sizes.items())),  # so that diff can say S.5 as audit does
         "all_files": all_files,
     }
 
@@ -117,3 +118,34 @@ def package_changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str,
             changes.append((kind, name, f"{name} {kind}: {old[name]['version']} -> "
                                         f"{new[name]['version']}"))
     return changes
+
+
+def file_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[tuple[str, str]], int]:
+    """(code, path) for files that differ, with the codes `audit` uses ("S.5", "..5",
+    "missing", "added"), and how many files were left out because only one side recorded them.
+
+    A default snapshot records the manifest's distributions, an ``--all-files`` one every
+    distribution: only what both recorded is compared. A file that the narrower snapshot has
+    and the ``--all-files`` one lacks is really gone (or new); a file only the ``--all-files``
+    one has was simply not recorded by the other, and is counted, not reported."""
+    files_a, files_b = old["files"], new["files"]
+    sizes_a, sizes_b = old.get("sizes", {}), new.get("sizes", {})
+    wide_a, wide_b = bool(old.get("all_files")), bool(new.get("all_files"))
+    changes: list[tuple[str, str]] = []
+    skipped = 0
+    for rel in sorted(set(files_a) | set(files_b)):
+        if rel not in files_b:
+            if wide_a and not wide_b:
+                skipped += 1
+            else:
+                changes.append(("missing", rel))
+        elif rel not in files_a:
+            if wide_b and not wide_a:
+                skipped += 1
+            else:
+                changes.append(("added", rel))
+        elif files_a[rel] != files_b[rel]:
+            size_a, size_b = sizes_a.get(rel), sizes_b.get(rel)
+            sized = size_a is not None and size_b is not None and size_a != size_b
+            changes.append(("S.5" if sized else "..5", rel))
+    return changes, skipped

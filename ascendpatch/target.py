@@ -11,9 +11,8 @@ import csv
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib import metadata
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -22,6 +21,9 @@ from packaging.version import InvalidVersion, Version
 from ascendpatch import inscript
 from ascendpatch.errors import TargetError
 from ascendpatch.hashing import record_to_hex
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 INTROSPECT_TIMEOUT = 60.0
 
@@ -79,6 +81,8 @@ class Distribution:
 
     @cached_property
     def metadata(self) -> metadata.PackageMetadata:
+        from importlib import metadata  # not at start-up: a --python audit never needs it
+
         return metadata.PathDistribution(self.metadata_dir).metadata
 
 
@@ -125,12 +129,20 @@ def from_python(python: Path) -> Target:
     if not python.exists():
         raise TargetError(f"target interpreter {python} does not exist",
                           fix="pass --python with the path of the image's python")
+    from ascendpatch import introcache
+
+    script = introspection_script()
+    info = introcache.load(python, script)  # nothing runs in the target when nothing changed
+    if info is not None:
+        return _target_from_report(python, info)
     try:
-        info = inscript.run_json(python, introspection_script(), timeout=INTROSPECT_TIMEOUT)
+        info = inscript.run_json(python, script, timeout=INTROSPECT_TIMEOUT)
     except inscript.ScriptError as exc:
         raise TargetError(f"target interpreter {python} failed to report its environment: "
                           f"{exc}", fix="it must be Python 3.8 or newer") from None
-    return _target_from_report(python, info)
+    target = _target_from_report(python, info)
+    introcache.save(python, script, info)
+    return target
 
 
 def _target_from_report(python: Path, info: dict[str, Any]) -> Target:
@@ -149,6 +161,8 @@ def _target_from_report(python: Path, info: dict[str, Any]) -> Target:
 
 def from_site_packages(folder: Path) -> Target:
     """A target that is only a folder: an unpacked image, a mounted root."""
+    from importlib import metadata
+
     if not folder.is_dir():
         raise TargetError(f"--site-packages {folder} is not a folder")
     dists = []

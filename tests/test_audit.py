@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -107,7 +109,7 @@ def test_diff_of_two_snapshots(env: dict[str, Path], tmp_path: Path) -> None:
     changed = run_cli("diff", tmp_path / "a.json", tmp_path / "b.json")
     assert changed.code == 1
     assert "artifact   demo-fix: not-applied -> already-applied" in changed.out
-    assert "..5        demo/mod.py" in changed.out
+    assert "S.5        demo/mod.py" in changed.out  # the patch adds a line: size and digest
     bad = run_cli("diff", tmp_path / "a.json", env["manifest"])
     assert bad.code == 2 and "is not an ascendpatch snapshot" in bad.err
 
@@ -123,3 +125,72 @@ def test_cached_audit_still_sees_orphans_come_and_go(env: dict[str, Path]) -> No
     assert code == 1 and "orphan   other/sub/late.py" in out
     (site / "other" / "sub" / "late.py").unlink()
     assert audit(env)[0] == 0
+
+
+def tree(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_cache_lives_outside_the_target_one_per_target(env: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    """An audit writes nothing into the audited tree: its cache is in $ASCENDPATCH_CACHE,
+    one file per target folder."""
+    before = tree(env["site"])
+    audit(env)
+    assert tree(env["site"]) == before
+    caches = sorted(Path(os.environ["ASCENDPATCH_CACHE"]).glob("audit/*/statcache.json"))
+    assert len(caches) == 1
+    doc = json.loads(caches[0].read_bytes())
+    assert doc["target"] == os.path.realpath(env["site"])
+    assert "other/util.py" in doc["files"]
+    second = tmp_path / "second" / "site-packages"
+    second.mkdir(parents=True)
+    make_dist(second, "solo", "1.0", {"solo/__init__.py": ""})
+    assert run_cli("--site-packages", second, "--manifest", env["manifest"], "audit").code == 0
+    assert len(list(Path(os.environ["ASCENDPATCH_CACHE"]).glob("audit/*/statcache.json"))) == 2
+
+
+def test_repeat_audit_sees_a_change_a_snapshot_hashed_first(env: dict[str, Path],
+                                                           tmp_path: Path) -> None:
+    """A snapshot shares the stat cache; a file it re-hashed must still show in the audit."""
+    assert audit(env)[0] == 0
+    (env["site"] / "other/util.py").write_text("y = 5\n")
+    run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "snapshot",
+            "--all-files", "-o", tmp_path / "s.json")
+    code, out, doc = audit(env)
+    assert code == 1 and "..5      other/util.py" in out
+    assert doc["files_hashed"] == 0  # the snapshot hashed it; the audit only compared
+
+
+def test_repeat_audit_reports_the_same_findings(env: dict[str, Path]) -> None:
+    """The repeat audit answers from the cache: the same lines as the audit that hashed."""
+    site = env["site"]
+    run_cli("--site-packages", site, "--manifest", env["manifest"], "apply")
+    (site / "other/data.txt").unlink()
+    (site / "other/dropin.py").write_text("x\n")
+    first = audit(env)
+    again = audit(env)
+    assert first[0] == again[0] == 1
+    assert first[1] == again[1]
+    assert again[2]["files_hashed"] == 0
+    assert "[OK] S.5      demo/mod.py" in again[1] and "missing  other/data.txt" in again[1]
+
+
+def test_diff_default_against_all_files_compares_what_both_recorded(env: dict[str, Path],
+                                                                   tmp_path: Path) -> None:
+    """A default snapshot records the manifest's distributions (demo), --all-files every one:
+    the files only --all-files recorded (other's) are counted, never reported as added."""
+    common = ("--site-packages", env["site"], "--manifest", env["manifest"])
+    run_cli(*common, "snapshot", "-o", tmp_path / "default.json")
+    run_cli(*common, "snapshot", "--all-files", "-o", tmp_path / "all.json")
+    same = run_cli("diff", tmp_path / "default.json", tmp_path / "all.json")
+    assert same.code == 0, same.out
+    assert "describe the same environment" in same.out
+    assert "file(s) recorded only by the --all-files snapshot were not compared" in same.out
+    assert "added" not in same.out
+    run_cli(*common, "apply")
+    run_cli(*common, "snapshot", "--all-files", "-o", tmp_path / "after.json")
+    changed = run_cli("diff", tmp_path / "default.json", tmp_path / "after.json", "--json")
+    files = [r for r in changed.json["results"] if r["id"].startswith("file:")]
+    assert [(r["data"]["code"], r["data"]["path"]) for r in files] == [("S.5", "demo/mod.py")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,33 @@ def test_a_python_that_times_out_is_killed_with_its_whole_group(
     status = Path(f"/proc/{pid}/status")
     # Gone, or a zombie waiting for a reaper that is not ours: either way, no longer running.
     assert not status.exists() or "\nState:\tZ" in status.read_text(), "orphan left running"
+
+
+def test_unchanged_target_runs_nothing_in_the_interpreter(venv: Path, tmp_path: Path) -> None:
+    """The report is cached on the site folders' mtimes: counted through a wrapper, the target
+    interpreter runs once, then again only when a distribution appears or goes."""
+    log = tmp_path / "runs.log"
+    wrapper = tmp_path / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\necho run >> {log}\nexec {venv} \"$@\"\n")
+    wrapper.chmod(0o755)
+
+    def runs() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    first = target.from_python(wrapper)
+    assert runs() == 1
+    again = target.from_python(wrapper)
+    assert runs() == 1 and again.distributions.keys() == first.distributions.keys()
+    assert again.markers == first.markers and again.root == first.root
+    make_dist(first.root, "latecomer", "1.0", {"latecomer/__init__.py": ""})
+    seen = target.from_python(wrapper)
+    assert runs() == 2 and seen.get("latecomer") is not None
+    assert target.from_python(wrapper).get("latecomer") is not None and runs() == 2
+    (first.root / "extra.pth").write_text(str(tmp_path) + "\n")  # a new sys.path entry
+    target.from_python(wrapper)
+    assert runs() == 3
+    shutil.rmtree(first.root / "latecomer-1.0.dist-info")
+    shutil.rmtree(first.root / "latecomer")
+    (first.root / "extra.pth").unlink()
+    assert target.from_python(wrapper).get("latecomer") is None and runs() == 4

@@ -1,21 +1,31 @@
-"""``ascendpatch audit [--baseline FILE]``: every installed file against its RECORD."""
+"""``ascendpatch audit [--baseline FILE]``: every installed file against its RECORD.
+
+Only what the audit itself needs is imported up front: the manifest, the planner and the
+artifact kinds are loaded only when some file differs from its RECORD (to tell an expected
+change from an unexpected one), so a clean repeat audit stays a stat walk.
+"""
 
 from __future__ import annotations
 
 import os
 from argparse import Namespace
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ascendpatch.audit import AuditReport, audit
-from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
-from ascendpatch.kinds.base import KindContext
-from ascendpatch.planner import context_for
 from ascendpatch.results import CheckResult, CommandResult, Level
+
+if TYPE_CHECKING:
+    from ascendpatch.target import Target
 
 
 def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
     """Files ascendpatch changed on purpose: from its ledger, then the manifest's hashes."""
+    from ascendpatch.kinds.base import KindContext
+    from ascendpatch.planner import context_for
+
     store = ctx.store
     out: dict[str, tuple[str, str]] = {}
     for aid, files in store.load_ledger().items():
@@ -46,17 +56,34 @@ def _lines(report: AuditReport) -> list[CheckResult]:
     return lines
 
 
+def _load_baseline(path: Path) -> dict[str, Any]:
+    from ascendpatch import snapshot  # only with --baseline: it loads the manifest model
+
+    return snapshot.load(path)
+
+
 def run(ctx: Context, *, baseline: Path | None = None, workers: int | None = None) \
         -> CommandResult:
-    from ascendpatch import snapshot  # only with --baseline
+    return run_on(ctx.target, lambda: ctx, baseline=baseline, workers=workers,
+                  lock_timeout=ctx.lock_timeout)
 
-    base = snapshot.load(baseline) if baseline is not None else None
-    with context.shared(ctx):  # a live apply finishes first: no half-written state as drift
-        report = audit(ctx.target, expected_changes(ctx), workers=workers)
+
+def run_on(target: Target, make_context: Callable[[], Context], *,
+           baseline: Path | None = None, workers: int | None = None,
+           lock_timeout: float = 300.0) -> CommandResult:
+    """The audit of ``target``; ``make_context`` (the manifest) is called only when a file
+    differs from its RECORD."""
+    from ascendpatch.store.lock import target_lock
+
+    base = _load_baseline(baseline) if baseline is not None else None
+    with target_lock(target.root, lock_timeout, shared=True):  # a live apply finishes first
+        report = audit(target, lambda: expected_changes(make_context()), workers=workers)
     results = _lines(report)
     if base is not None:
+        from ascendpatch import snapshot
+
         current = {d.name: snapshot.describe_distribution(d)
-                   for d in ctx.target.distributions.values()}
+                   for d in target.distributions.values()}
         for change, name, text in snapshot.package_changes(base["distributions"], current):
             results.append(CheckResult(f"package:{name}", "audit", Level.FAIL,
                                        f"{change:<8} {text} since the baseline",
@@ -66,8 +93,21 @@ def run(ctx: Context, *, baseline: Path | None = None, workers: int | None = Non
                f"{bad} unexpected finding(s), {len(results) - bad} expected")
     return CommandResult("audit", tuple(results), summary=summary,
                          extra={"files_checked": report.files_checked,
-                                "files_hashed": report.files_hashed})
+                                "files_hashed": report.files_hashed,
+                                "timings": report.timings.as_dict()})
 
 
 def from_args(args: Namespace) -> CommandResult:
-    return run(context.from_args(args), baseline=args.baseline, workers=args.workers)
+    from ascendpatch.commands import context
+
+    if (args.python is None and args.site_packages is None) or args.manifest != "default":
+        # discovery reads the manifest's interpreters; a manifest named here is checked now
+        return run(context.from_args(args), baseline=args.baseline, workers=args.workers)
+    target = context.target_from_args(args)
+
+    def make_context() -> Context:
+        return Context(target=target, manifest=context.manifest_from_args(args),
+                       env=dict(os.environ), lock_timeout=args.lock_timeout)
+
+    return run_on(target, make_context, baseline=args.baseline, workers=args.workers,
+                  lock_timeout=args.lock_timeout)

@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ascendpatch.manifest.model import Manifest
-from ascendpatch.store.state import StateStore
-from ascendpatch.target import Target
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # at run time only where used: `audit` must not pay for yaml and the schema
+    from ascendpatch.manifest.model import Manifest
     from ascendpatch.pipadapter import Source
+    from ascendpatch.store.state import StateStore
+    from ascendpatch.target import Target
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,8 @@ class Context:
 
     @property
     def store(self) -> StateStore:
+        from ascendpatch.store.state import StateStore
+
         return StateStore(self.target.root, state_roots(self.env))
 
 

@@ -52,16 +52,15 @@ def diff(first: Path, second: Path) -> CommandResult:
         if old != new:
             results.append(CheckResult(f"artifact:{aid}", "diff", Level.FAIL,
                                        f"artifact   {aid}: {old} -> {new}"))
-    files_a, files_b = a["files"], b["files"]
-    for rel in sorted(set(files_a) | set(files_b)):
-        if rel not in files_b:
-            results.append(CheckResult(f"file:{rel}", "diff", Level.FAIL, f"missing    {rel}"))
-        elif rel not in files_a:
-            results.append(CheckResult(f"file:{rel}", "diff", Level.FAIL, f"added      {rel}"))
-        elif files_a[rel] != files_b[rel]:
-            results.append(CheckResult(f"file:{rel}", "diff", Level.FAIL, f"..5        {rel}"))
-    summary = (f"diff: {first} and {second} describe the same environment" if not results else
-               f"diff: {len(results)} difference(s) between {first} and {second}")
+    changes, skipped = snapshot.file_changes(a, b)
+    for code, rel in changes:
+        results.append(CheckResult(f"file:{rel}", "diff", Level.FAIL, f"{code:<10} {rel}",
+                                   data={"code": code, "path": rel}))
+    only = (f"; {skipped} file(s) recorded only by the --all-files snapshot were not compared"
+            if skipped else "")
+    summary = (f"diff: {first} and {second} describe the same environment{only}"
+               if not results else
+               f"diff: {len(results)} difference(s) between {first} and {second}{only}")
     return CommandResult("diff", tuple(results), summary=summary)
 
 

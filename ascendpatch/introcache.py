@@ -1,0 +1,92 @@
+"""The target interpreter's report, cached so that an unchanged target runs nothing.
+
+Introspection starts the target interpreter (tens of milliseconds, more on a loaded host). Its
+report depends only on the interpreter, the folders on its ``sys.path``, the ``.pth`` files in
+its site folders, the user site folder, a few environment variables, the kernel (the PEP 508
+markers) and the script itself. The cache keeps the report with a fingerprint of all of these
+(stat results, mtime and ctime; ctime cannot be set back from user space) and is used only
+while the fingerprint is unchanged: installing or removing a distribution changes the mtime of
+the folder that holds its ``.dist-info``.
+
+Kept in ascendpatch's own cache folder (never in the target), one file per interpreter path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ascendpatch import data
+from ascendpatch.store import atomic
+
+FORMAT = 1
+_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH",
+        "PYTHONPLATLIBDIR", "HOME")
+
+
+def cache_path(python: Path) -> Path:
+    key = hashlib.sha256(os.fsencode(os.path.abspath(python))).hexdigest()[:24]
+    return data.cache_dir() / "introspect" / f"{key}.json"
+
+
+def _stat(path: str, follow: bool = True) -> list[int] | None:
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
+
+
+def _pth_files(folder: str) -> list[Any]:
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
+    except OSError:
+        return []
+    return [[name, _stat(os.path.join(folder, name))] for name in names]
+
+
+def fingerprint(python: Path, script: str, info: dict[str, Any]) -> list[Any]:
+    """Everything the report in ``info`` was derived from, as it stands now."""
+    path = os.path.abspath(python)
+    folders = list(dict.fromkeys([*info.get("sys_path", []), *info.get("site_packages", [])]))
+    user_site = info.get("user_site")
+    uname = os.uname()
+    return [
+        FORMAT, hashlib.sha256(script.encode()).hexdigest(),
+        _stat(path, follow=False), _stat(path),
+        [os.environ.get(name) for name in _ENV],
+        [uname.release, uname.version, uname.machine],
+        [[folder, _stat(folder)] for folder in folders],
+        [[folder, _pth_files(folder)] for folder in info.get("site_packages", [])],
+        [user_site, _stat(user_site) if isinstance(user_site, str) else None],
+    ]
+
+
+def load(python: Path, script: str) -> dict[str, Any] | None:
+    """The cached report, or None when there is none or anything it depends on changed."""
+    try:
+        doc = json.loads(cache_path(python).read_bytes())
+        info = doc["info"]
+        if doc.get("python") != os.path.abspath(python) or not isinstance(info, dict):
+            return None
+        # a JSON round trip turns the fingerprint's tuples into lists, as stored
+        if doc["fingerprint"] != json.loads(json.dumps(fingerprint(python, script, info))):
+            return None
+        return info
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save(python: Path, script: str, info: dict[str, Any]) -> None:
+    """Best effort: a cache folder that cannot be written means no cache, not an error."""
+    doc = {"python": os.path.abspath(python), "fingerprint": fingerprint(python, script, info),
+           "info": info}
+    path = cache_path(python)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic.write_atomic(path, json.dumps(doc, separators=(",", ":")).encode(), mode=0o600)
+    except OSError:
+        pass
