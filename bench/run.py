@@ -1,81 +1,276 @@
 """Run the benchmark: each ascendpatch command against its named baseline, in the same run.
 
-    python bench/run.py [--repeat N] [--json FILE]
+    python bench/run.py [--repeat N] [--json FILE] [--skip-scale]
 
-Prints one line per comparison: both medians and their ratio, and whether the goal is met.
+Prints the machine it ran on (and its load), then one line per comparison: both medians (wall
+time, of N runs after one warm-up), their ratio, the same ratio in CPU time (user + sys of the
+process tree, steadier on a shared host), and whether the goal is met. Then where the time of
+a cold audit goes (its critical path), where apply and verify spend theirs, and how audit time
+and peak memory grow with 1x, 2x and 4x the environment.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import pstats
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import build_env
 
-GOALS = {"verify --no-probes / pip check": 0.5, "audit cold / sha256sum -P2": 0.4,
-         "audit repeat / pip freeze": 0.5, "--version / pip --version": 0.33}
+REPO = Path(__file__).resolve().parent.parent
+GOALS = {
+    "audit cold / sha256sum -P2": 0.4,
+    "audit repeat / pip freeze": 0.5,
+    "apply, nothing to do / pip check (bench env)": 0.5,
+    "apply, nothing to do / pip check (sandbox)": 0.5,
+    "verify --no-probes / pip check": 0.5,
+    "--version / pip --version": 0.33,
+}
 
 
-def timed(cmd: list[str], before: list[str] | None = None, repeat: int = 5) -> float:
-    """Median wall time of ``cmd`` (``before`` runs untimed ahead of each run)."""
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    samples = []
+@dataclass
+class Sample:
+    wall: float  # median seconds
+    cpu: float  # median user + sys seconds of the process and its children
+    rss_kb: int  # peak resident set of the largest process, max over the runs
+
+
+def _run(cmd: Sequence[str], env: dict[str, str] | None) -> tuple[float, float, int]:
+    """Wall time; CPU (user + sys) and peak RSS from wait4, which count every descendant the
+    process waited for (a shell pipeline's children too)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env)
+    _pid, _status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = 0  # reaped by wait4
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def timed(cmd: Sequence[str], before: Sequence[str] | None = None, repeat: int = 5,
+          env: dict[str, str] | None = None) -> Sample:
+    """Medians of ``cmd`` over ``repeat`` runs (``before`` runs untimed ahead of each)."""
+    subprocess.run(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False, env=env)  # warm-up: page cache, bytecode
+    walls, cpus, peak = [], [], 0
     for _ in range(repeat):
         if before:
-            subprocess.run(before, check=True)
-        start = time.perf_counter()
+            subprocess.run(list(before), check=True, stdout=subprocess.DEVNULL)
+        wall, cpu, rss = _run(cmd, env)
+        walls.append(wall)
+        cpus.append(cpu)
+        peak = max(peak, rss)
+    return Sample(statistics.median(walls), statistics.median(cpus), peak)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    sha_ni = "sha_ni" in Path("/proc/cpuinfo").read_text()
+    return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores{' (SHA-NI)' if sha_ni else ''}, "
+            f"{mem:.0f} GiB, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def audit_json(tool: Sequence[str], *args: str) -> dict[str, object]:
+    out = subprocess.run([*tool, "--json", "audit", *args], capture_output=True, text=True,
+                         check=False).stdout
+    doc: dict[str, object] = json.loads(out)
+    return doc
+
+
+def record_files(site: Path, listing: Path) -> tuple[int, int]:
+    """The files audit hashes (RECORD rows with a sha256), NUL-separated, for sha256sum:
+    their number and bytes."""
+    sys.path.insert(0, str(REPO))
+    from ascendpatch.audit import read_record
+
+    found: list[Path] = []
+    for info in site.glob("*.dist-info"):
+        for rel, digest, _size in read_record(info):
+            path = Path(os.path.normpath(site / rel))
+            if digest is not None and path.is_file():
+                found.append(path)
+    listing.write_bytes(b"".join(bytes(p) + b"\0" for p in found))
+    return len(found), sum(p.stat().st_size for p in found)
+
+
+def where_time_goes(tool: Sequence[str], args: Sequence[str], top: int = 6) -> list[str]:
+    """One profiled run: the ascendpatch functions (and subprocess waits) with the most
+    cumulative time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = Path(tmp) / "prof"
+        cmd = [tool[0], "-m", "cProfile", "-o", str(prof), "-m", "ascendpatch", *tool[3:], *args]
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        table = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
+    skip = {"<module>", "main", "_dispatch", "from_args", "run"}
+    rows: dict[str, float] = {}
+    for (file, _line, func), (_cc, _nc, _tt, cumulative, _callers) in table.items():
+        if ("ascendpatch" in file and func not in skip) or \
+                (file.endswith("subprocess.py") and func == "run"):
+            name = f"{Path(file).stem}.{func}"
+            rows[name] = max(rows.get(name, 0.0), cumulative)
+    total = max(entry[3] for entry in table.values())
+    best = sorted(rows.items(), key=lambda item: -item[1])[:top]
+    return [f"total {total:.3f}s (profiled)", *(f"{name} {t:.3f}s" for name, t in best)]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--skip-scale", action="store_true")
     args = parser.parse_args()
+    repeat = args.repeat
+    if repeat < 5:
+        print(f"[WARN] --repeat {repeat}: fewer than 5 runs, a smoke test, not a measurement")
+    started = load()
+    # An installed tool has bytecode (pip compiles it), as the venv's pip has: compile ours
+    # too, so that the comparison is not of a cold import against a warm one.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "ascendpatch")],
+                   check=True, stdout=subprocess.DEVNULL)
     python = build_env.build()
     site = build_env.site_packages()
     tool = [sys.executable, "-m", "ascendpatch", "--python", str(python)]
     pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
-    cache = site / ".ascendpatch" / "statcache.json"
-    drop_cache = [sys.executable, "-c", f"import pathlib; pathlib.Path({str(cache)!r})"
-                  ".unlink(missing_ok=True)"]
-    # Both sides read warm files (page cache): the comparison is CPU work, not disk.
-    sha = ["sh", "-c", f"find {site} -type f -print0 | xargs -0 -P2 -n 1000 sha256sum"]
-    pairs = {
-        "verify --no-probes / pip check": (timed([*tool, "verify", "--no-probes"],
-                                                 repeat=args.repeat),
-                                           timed([*pip, "check"], repeat=args.repeat)),
-        "audit cold / sha256sum -P2": (timed([*tool, "audit", "--workers", "2"], drop_cache,
-                                             repeat=args.repeat),
-                                       timed(sha, repeat=args.repeat)),
-        "audit repeat / pip freeze": (timed([*tool, "audit"], repeat=args.repeat),
-                                      timed([*pip, "freeze"], repeat=args.repeat)),
-        "--version / pip --version": (timed([sys.executable, "-m", "ascendpatch", "--version"],
-                                            repeat=args.repeat),
-                                      timed([*pip, "--version"], repeat=args.repeat)),
+    sandbox_python = build_env.sandbox([sys.executable, "-m", "ascendpatch"])
+    sandbox_tool = [sys.executable, "-m", "ascendpatch", "--python", str(sandbox_python)]
+    sandbox_pip = [str(sandbox_python), "-m", "pip", "--disable-pip-version-check"]
+    git_dir = build_env.git_index()
+    git_status = ["git", f"--git-dir={git_dir}", f"--work-tree={site}", "status",
+                  "--porcelain"]
+
+    from ascendpatch import data
+    cache = data.cache_dir()
+    drop_cache = [sys.executable, "-c", "import shutil; "
+                  f"[shutil.rmtree({str(cache)!r} + '/' + d, ignore_errors=True) "
+                  "for d in ('audit', 'introspect')]"]
+    listing = Path(tempfile.mkdtemp()) / "files"
+    count, size = record_files(site, listing)
+    # The same files audit hashes, 1000 per sha256sum, 2 at a time.
+    sha = ["sh", "-c", f"xargs -0 -P2 -n 1000 sha256sum < {listing} > /dev/null"]
+
+    print(f"machine: {machine()}")
+    print(f"started with {started}")
+    print(f"environment: {site} ({count} files in RECORDs, {size / 2**20:.0f} MiB)")
+    print(f"medians of {repeat} runs after one warm-up; CPU = user + sys of the process tree\n")
+
+    pairs: dict[str, tuple[Sample, Sample]] = {}
+    pairs["audit cold / sha256sum -P2"] = (
+        timed([*tool, "audit", "--workers", "2"], drop_cache, repeat), timed(sha, repeat=repeat))
+    subprocess.run([*tool, "audit"], stdout=subprocess.DEVNULL, check=False)
+    repeat_audit = timed([*tool, "audit"], repeat=repeat)
+    pairs["audit repeat / pip freeze"] = (repeat_audit, timed([*pip, "freeze"], repeat=repeat))
+    pairs["audit repeat / git status"] = (repeat_audit, timed(git_status, repeat=repeat))
+    pip_check = timed([*pip, "check"], repeat=repeat)
+    sandbox_check = timed([*sandbox_pip, "check"], repeat=repeat)
+    pairs["verify --no-probes / pip check"] = (timed([*tool, "verify", "--no-probes"],
+                                                     repeat=repeat), pip_check)
+    pairs["verify (probes) / pip check (bench env)"] = (timed([*tool, "verify"], repeat=repeat),
+                                                        pip_check)
+    pairs["verify (probes) / pip check (sandbox)"] = (timed([*sandbox_tool, "verify"],
+                                                            repeat=repeat), sandbox_check)
+    applied = {}
+    for name, who, check in (("bench env", tool, pip_check),
+                             ("sandbox", sandbox_tool, sandbox_check)):
+        first = _run([*who, "apply"], None)  # the real work, once
+        applied[name] = first
+        pairs[f"apply, nothing to do / pip check ({name})"] = (
+            timed([*who, "apply"], repeat=repeat), check)
+    profiles = {
+        "apply (nothing to do), bench env": where_time_goes(tool, ["apply"]),
+        "verify (probes), bench env": where_time_goes(tool, ["verify"]),
+        "verify (probes), sandbox": where_time_goes(sandbox_tool, ["verify"]),
     }
-    files = sum(1 for p in site.rglob("*") if p.is_file())
-    print(f"environment: {site} ({files} files)")
-    report = {}
+    for who in (tool, sandbox_tool):
+        subprocess.run([*who, "revert"], stdout=subprocess.DEVNULL, check=False)
+    pairs["--version / pip --version"] = (
+        timed([sys.executable, "-m", "ascendpatch", "--version"], repeat=repeat),
+        timed([*pip, "--version"], repeat=repeat))
+
+    report: dict[str, object] = {"machine": machine(), "load_start": started}
     for name, (ours, base) in pairs.items():
-        ratio = ours / base
-        goal = GOALS[name]
-        verdict = "meets" if ratio <= goal else "MISSES"
-        print(f"{name:34s} {ours:7.3f}s / {base:7.3f}s = {ratio:5.2f}  ({verdict} goal {goal})")
-        report[name] = {"ours": ours, "baseline": base, "ratio": ratio, "goal": goal}
+        ratio, cpu_ratio = ours.wall / base.wall, ours.cpu / max(base.cpu, 1e-9)
+        goal = GOALS.get(name)
+        verdict = "" if goal is None else \
+            f"({'meets' if ratio <= goal else 'MISSES'} goal {goal})"
+        print(f"{name:45s} {ours.wall:6.3f}s / {base.wall:6.3f}s = {ratio:5.2f}  "
+              f"cpu {ours.cpu:6.3f}s / {base.cpu:6.3f}s = {cpu_ratio:5.2f}  {verdict}")
+        report[name] = {"ours": vars(ours), "baseline": vars(base), "ratio": ratio,
+                        "cpu_ratio": cpu_ratio, "goal": goal}
+    for name, (wall, cpu, _rss) in applied.items():
+        print(f"first apply (real work), {name}: {wall:.3f}s wall, {cpu:.3f}s cpu")
+
+    # The critical path of a cold audit: SHA-256 of the largest file cannot be split.
+    subprocess.run(drop_cache, check=True)
+    cold = audit_json([*tool], "--workers", "2")
+    t = cold.get("timings", {})
+    assert isinstance(t, dict)
+    print(f"\ncold audit critical path: largest file {t.get('largest_path')} "
+          f"({int(t.get('largest_bytes', 0)) / 2**20:.0f} MiB) hashed in "
+          f"{t.get('largest_seconds'):.3f}s of {t.get('total'):.3f}s in audit() "
+          f"(RECORDs {t.get('records'):.3f}s, stat+queue {t.get('stat'):.3f}s, "
+          f"hashing wall {t.get('hash_wall'):.3f}s, orphan walk {t.get('orphans'):.3f}s, "
+          "in parallel with the hashing)")
+    report["cold_audit_timings"] = t
+    print("\nwhere the time goes (one cProfile run each, cumulative):")
+    for name, lines in profiles.items():
+        print(f"  {name}: " + "; ".join(lines))
+    report["profiles"] = profiles
+
+    if not args.skip_scale:
+        print("\nscale (--site-packages, hard-linked copies; cold = no cache; peak RSS of audit):")
+        rows = []
+        for times in (1, 2, 4):
+            folder = build_env.scale(times)
+            scaled = [sys.executable, "-m", "ascendpatch", "--site-packages", str(folder)]
+            doc = audit_json(scaled)
+            files = int(str(doc.get("files_checked", 0)))
+            cold_s = timed([*scaled, "audit", "--workers", "2"], drop_cache, repeat)
+            subprocess.run([*scaled, "audit"], stdout=subprocess.DEVNULL, check=False)
+            warm_s = timed([*scaled, "audit"], repeat=repeat)
+            rows.append((times, files, cold_s, warm_s))
+        base_files, base_cold, base_warm = rows[0][1], rows[0][2], rows[0][3]
+        for times, files, cold_s, warm_s in rows:
+            print(f"  {times}x: {files:6d} files  cold {cold_s.wall:6.3f}s "
+                  f"(x{cold_s.wall / base_cold.wall:4.2f}, cpu x{cold_s.cpu / base_cold.cpu:4.2f})"
+                  f"  {cold_s.rss_kb / 1024:5.0f} MiB (x{cold_s.rss_kb / base_cold.rss_kb:4.2f})"
+                  f"  repeat {warm_s.wall:6.3f}s (x{warm_s.wall / base_warm.wall:4.2f}, "
+                  f"cpu x{warm_s.cpu / base_warm.cpu:4.2f})  {warm_s.rss_kb / 1024:5.0f} MiB"
+                  f"  files x{files / base_files:4.2f}")
+        report["scale"] = [{"times": t_, "files": f, "cold": vars(c), "repeat": vars(w)}
+                           for t_, f, c, w in rows]
+    finished = load()
+    print(f"\nfinished with {finished}")
+    report["load_end"] = finished
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
-    shutil.rmtree(site / ".ascendpatch", ignore_errors=True)
+    shutil.rmtree(listing.parent, ignore_errors=True)
     return 0
 
 
