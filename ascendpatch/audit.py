@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ascendpatch.errors import AscendpatchError
 from ascendpatch.hashing import record_to_hex
+from ascendpatch.introcache import read_private, write_private
 from ascendpatch.store import atomic
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class StatCache:
         self.summary: dict[str, Any] = {}  # the last full audit's outcome, see _repeat
         self.dirty = False
         try:
-            doc = json.loads(self.path.read_bytes())
+            doc = json.loads(read_private(self.path) or b"{}")
             if doc.get("format") == CACHE_FORMAT and doc.get("target") == self.root:
                 self.entries = doc["files"]
                 self.orphans = doc.get("orphans", {})
@@ -188,16 +189,11 @@ class StatCache:
         """Best effort: a cache folder that cannot be written simply gets no cache."""
         if not self.dirty:
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            data = json.dumps({"format": CACHE_FORMAT, "target": self.root,
-                               "files": self.entries, "orphans": self.orphans,
-                               "summary": self.summary},
-                              separators=(",", ":")).encode()
-            atomic.write_atomic(self.path, data, mode=0o600)
-            self.dirty = False
-        except OSError:
-            pass
+        data = json.dumps({"format": CACHE_FORMAT, "target": self.root, "files": self.entries,
+                           "orphans": self.orphans, "summary": self.summary},
+                          separators=(",", ":")).encode()
+        write_private(self.path, data)
+        self.dirty = False
 
 
 def _location_key(root: str, location: str) -> str | None:

@@ -238,6 +238,14 @@ def main() -> int:
           f"hashing wall {t.get('hash_wall'):.3f}s, orphan walk {t.get('orphans'):.3f}s, "
           "in parallel with the hashing)")
     report["cold_audit_timings"] = t
+    warm = audit_json([*tool])
+    w = warm.get("timings", {})
+    assert isinstance(w, dict)
+    git = pairs["audit repeat / git status"][1]
+    print(f"repeat audit: stat walk of {warm.get('files_checked')} files {w.get('stat'):.3f}s, "
+          f"audit() {w.get('total'):.3f}s, the whole command {repeat_audit.wall:.3f}s; "
+          f"git status on the same tree {git.wall:.3f}s")
+    report["repeat_audit_timings"] = w
     print("\nwhere the time goes (one cProfile run each, cumulative):")
     for name, lines in profiles.items():
         print(f"  {name}: " + "; ".join(lines))

@@ -194,3 +194,16 @@ def test_diff_default_against_all_files_compares_what_both_recorded(env: dict[st
     changed = run_cli("diff", tmp_path / "default.json", tmp_path / "after.json", "--json")
     files = [r for r in changed.json["results"] if r["id"].startswith("file:")]
     assert [(r["data"]["code"], r["data"]["path"]) for r in files] == [("S.5", "demo/mod.py")]
+
+
+def test_a_cache_folder_others_can_write_is_not_used(env: dict[str, Path], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """ascendpatch runs as root: a cache in a folder anyone can write could lie about files,
+    or be a symlink trap. It is neither read nor written; the audit hashes every time."""
+    shared = tmp_path / "shared-cache"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(shared))
+    first, second = audit(env)[2], audit(env)[2]
+    assert first["files_hashed"] == second["files_hashed"] == first["files_checked"] > 0
+    assert not list(shared.rglob("*.json"))
