@@ -8,15 +8,12 @@ directly with ``importlib.metadata`` and needs no interpreter at all.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
-
-from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from ascendpatch import inscript
 from ascendpatch.errors import TargetError
@@ -24,6 +21,18 @@ from ascendpatch.hashing import record_to_hex
 
 if TYPE_CHECKING:
     from importlib import metadata
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonicalize_name(name: str) -> str:
+    """PEP 503 normalisation, as packaging.utils.canonicalize_name does it; kept here because
+    importing packaging.utils pulls in packaging.tags (logging, platform, ELF parsing), a fifth
+    of the start-up of a repeat audit, which needs nothing else from it."""
+    return _SEPARATORS.sub("-", name).lower()
 
 INTROSPECT_TIMEOUT = 60.0
 
@@ -52,6 +61,8 @@ class Distribution:
 
     @cached_property
     def parsed_version(self) -> Version | None:
+        from packaging.version import InvalidVersion, Version
+
         try:
             return Version(self.version)
         except InvalidVersion:
@@ -59,6 +70,8 @@ class Distribution:
 
     def satisfies(self, specifier: SpecifierSet | str) -> bool:
         """PEP 440 containment, admitting pre-releases and local labels (2.10.0+cpu)."""
+        from packaging.specifiers import SpecifierSet
+
         spec = SpecifierSet(specifier) if isinstance(specifier, str) else specifier
         version = self.parsed_version
         return version is not None and spec.contains(version, prereleases=True)
