@@ -24,6 +24,7 @@ import csv
 import hashlib
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -43,7 +44,12 @@ if TYPE_CHECKING:
 CACHE_NAME = "statcache.json"
 CACHE_FORMAT = 3  # 3: kept outside the target, keyed by the target's folder
 _CHUNK = 1 << 20
-_BUFFER = 1 << 20  # per hashing thread: large enough that the GIL is rarely held
+# Per hashing thread, allocated for its first big file. Each read and each hashlib update of a
+# big file releases the GIL and must take it back, which costs up to the switch interval while
+# another thread runs Python (the stat pass, small files): few, large chunks keep the largest
+# file's SHA-256 -- the critical path -- from waiting behind them.
+_BUFFER = 8 << 20
+_SWITCH_INTERVAL = 0.001  # while hashing threads run (Python's default is 5 ms)
 _BIG = 8 << 20  # files this large get a batch of their own
 _BATCH_BYTES = 4 << 20
 _BATCH_FILES = 48
@@ -129,7 +135,7 @@ def file_digest(path: Path | str, buffer: bytearray | None = None) -> bytes:
             data = os.read(fd, size + 1)
             return hashlib.sha256(data + _read_rest(fd) if len(data) > size else data).digest()
         digest = hashlib.sha256()
-        buf = buffer if buffer is not None else bytearray(_BUFFER)
+        buf = buffer if buffer else bytearray(_CHUNK)
         view = memoryview(buf)
         with open(fd, "rb", buffering=0, closefd=False) as handle:
             while count := handle.readinto(buf):
@@ -261,7 +267,7 @@ UNREADABLE = "unreadable:"  # a digest that is an error: the file went away or c
 
 def _digest_or_error(path: str, size: int, buffer: bytearray) -> str:
     try:
-        raw = _small_digest(path, size) if size <= _CHUNK else file_digest(path, buffer)
+        raw = _small_digest(path, size) if size < _BIG else file_digest(path, buffer)
     except OSError as exc:
         return UNREADABLE + (exc.strerror or type(exc).__name__)
     return record_form(raw)
@@ -269,12 +275,14 @@ def _digest_or_error(path: str, size: int, buffer: bytearray) -> str:
 
 def _hash_worker(queue: SimpleQueue[Batch | None]) -> Done:
     """Pull batches until the sentinel: a thread done with a big file helps with the rest."""
-    buffer = bytearray(_BUFFER)
+    buffer = bytearray()  # sized on the first big file
     done: Done = []
     clock = time.perf_counter
     while (batch := queue.get()) is not None:
         if len(batch) == 1:  # a big file: timed, it may be the critical path
             key, path, size = batch[0]
+            if size >= _BIG and not buffer:
+                buffer = bytearray(_BUFFER)
             start = clock()
             digest = _digest_or_error(path, size, buffer)
             done.append((key, digest, clock() - start))
@@ -295,9 +303,12 @@ class _Hasher:
         self.batch_bytes = 0
         self.count = 0
         self.started = 0.0
+        self.interval = 0.005
 
     def _start(self) -> None:
         self.started = time.perf_counter()
+        self.interval = sys.getswitchinterval()
+        sys.setswitchinterval(_SWITCH_INTERVAL)
         for _ in range(self.workers):
             done: Done = []
             self.done.append(done)
@@ -337,6 +348,7 @@ class _Hasher:
         done = _hash_worker(self.queue)
         for thread in self.threads:
             thread.join()
+        sys.setswitchinterval(self.interval)
         for part in self.done:
             done += part
         return done

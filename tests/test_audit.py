@@ -207,3 +207,26 @@ def test_a_cache_folder_others_can_write_is_not_used(env: dict[str, Path], tmp_p
     first, second = audit(env)[2], audit(env)[2]
     assert first["files_hashed"] == second["files_hashed"] == first["files_checked"] > 0
     assert not list(shared.rglob("*.json"))
+
+
+def test_digests_of_every_size_class_match_hashlib(tmp_path: Path) -> None:
+    """Small files (one read), medium ones and big ones (own batch, large buffer) all give
+    the RECORD form of hashlib's SHA-256, whichever thread hashes them."""
+    import hashlib
+
+    from ascendpatch.audit import StatCache, record_form, stat_and_hash
+
+    sizes = [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20, (8 << 20) + 17]
+    items, want = [], {}
+    for i, size in enumerate(sizes):
+        blob = os.urandom(size)
+        path = tmp_path / f"f{i}"
+        path.write_bytes(blob)
+        items.append((f"f{i}", str(path), size))
+        want[f"f{i}"] = record_form(hashlib.sha256(blob).digest())
+    cache = StatCache(tmp_path)
+    outcome = stat_and_hash(items, cache, workers=2)
+    assert outcome.digests == want and outcome.hashed == len(sizes)
+    assert outcome.timings.largest_bytes == (8 << 20) + 17
+    again = stat_and_hash(items, cache, workers=2)
+    assert again.digests == want and again.hashed == 0
