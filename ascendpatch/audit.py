@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,30 +274,48 @@ def _digest_or_error(path: str, size: int, buffer: bytearray) -> str:
     return record_form(raw)
 
 
-def _hash_worker(queue: SimpleQueue[Batch | None]) -> Done:
-    """Pull batches until the sentinel: a thread done with a big file helps with the rest."""
-    buffer = bytearray()  # sized on the first big file
-    done: Done = []
-    clock = time.perf_counter
-    while (batch := queue.get()) is not None:
-        if len(batch) == 1:  # a big file: timed, it may be the critical path
-            key, path, size = batch[0]
-            if size >= _BIG and not buffer:
-                buffer = bytearray(_BUFFER)
-            start = clock()
-            digest = _digest_or_error(path, size, buffer)
-            done.append((key, digest, clock() - start))
-            continue
+Item = tuple[str, str, int]  # key, path, size at the stat
+
+
+def _hash_one(item: Item, buffer: bytearray) -> tuple[str, str, float]:
+    key, path, size = item
+    if size >= _BIG and not buffer:
+        buffer.extend(bytes(_BUFFER))  # in place: the thread keeps it for its next big file
+    start = time.perf_counter()
+    return key, _digest_or_error(path, size, buffer), time.perf_counter() - start
+
+
+def _drain_small(lane: deque[Batch], buffer: bytearray, done: Done) -> None:
+    while True:
+        try:
+            batch = lane.popleft()  # atomic: threads share the deque without a lock
+        except IndexError:
+            return
         done += [(key, _digest_or_error(path, size, buffer), 0.0) for key, path, size in batch]
+
+
+def _hash_worker(big: SimpleQueue[Item | None], small: deque[Batch]) -> Done:
+    """A background thread: the big lane (largest first) until its stop sentinel, then help
+    with the small files."""
+    buffer = bytearray()
+    done: Done = []
+    while (item := big.get()) is not None:
+        done.append(_hash_one(item, buffer))
+    _drain_small(small, buffer, done)
     return done
 
 
 class _Hasher:
-    """Threads pulling batches from one queue, started on the first file that needs a hash."""
+    """Two lanes. Files of 1 MiB and more go one by one, largest first, to background threads
+    that start on the first of them: hashing them is C code that rarely needs the GIL. Small
+    files, whose cost is mostly Python and system calls under the GIL, wait in batches until
+    the stat pass is over, so that they do not fight it for the GIL; then the calling thread and
+    any thread done with the big lane share them."""
 
     def __init__(self, workers: int) -> None:
-        self.workers = max(1, workers)
-        self.queue: SimpleQueue[Batch | None] = SimpleQueue()
+        self.workers = max(1, workers - 1)  # the calling thread hashes too
+        self.big: SimpleQueue[Item | None] = SimpleQueue()
+        self.small: deque[Batch] = deque()
         self.threads: list[threading.Thread] = []
         self.done: list[Done] = []
         self.batch: Batch = []
@@ -312,8 +331,9 @@ class _Hasher:
         for _ in range(self.workers):
             done: Done = []
             self.done.append(done)
-            thread = threading.Thread(target=lambda out=done: out.extend(_hash_worker(self.queue)),
-                                      name="ascendpatch-hash", daemon=True)
+            thread = threading.Thread(
+                target=lambda out=done: out.extend(_hash_worker(self.big, self.small)),
+                name="ascendpatch-hash", daemon=True)
             thread.start()
             self.threads.append(thread)
 
@@ -321,31 +341,36 @@ class _Hasher:
         if not self.threads:
             self._start()
         self.count += 1
-        if size >= _BIG:
-            self.queue.put([(key, path, size)])
+        if size >= _CHUNK:
+            self.big.put((key, path, size))
             return
         self.batch.append((key, path, size))
         self.batch_bytes += size
         if self.batch_bytes >= _BATCH_BYTES or len(self.batch) >= _BATCH_FILES:
-            self.queue.put(self.batch)
+            self.small.append(self.batch)
             self.batch, self.batch_bytes = [], 0
 
     def close(self) -> None:
-        """No more files: queue the last batch, then one stop sentinel for each thread and one
-        for the caller of ``results``."""
+        """No more files: the last batch, then one stop sentinel for each thread and one for
+        the caller of ``results``."""
         if not self.threads:
             return
         if self.batch:
-            self.queue.put(self.batch)
+            self.small.append(self.batch)
             self.batch = []
         for _ in range(self.workers + 1):
-            self.queue.put(None)
+            self.big.put(None)
 
     def results(self) -> Done:
-        """Every digest; the calling thread hashes too until the queue is empty."""
+        """Every digest; the calling thread hashes small files, then what is left of the big
+        lane, then waits for the threads."""
         if not self.threads:
             return []
-        done = _hash_worker(self.queue)
+        done: Done = []
+        buffer = bytearray()
+        _drain_small(self.small, buffer, done)
+        while (item := self.big.get()) is not None:
+            done.append(_hash_one(item, buffer))
         for thread in self.threads:
             thread.join()
         sys.setswitchinterval(self.interval)
@@ -562,25 +587,30 @@ def _compare(entry: _Entry, st: os.stat_result, digest: str, expected: _Lazy) ->
 def _package_dirs(target: Target, dist: Distribution, rows: list[Row]) -> set[str]:
     from ascendpatch.store.state import STATE_DIR
 
-    tops: set[str] = set()
     location = str(dist.location)
     if dist.location not in target.site_packages:
-        return tops
-    for rel, _hash, _size in rows:
-        first, sep, _rest = rel.partition("/")
-        if sep and first not in ("..", "__pycache__", STATE_DIR) and \
-                not first.endswith((".dist-info", ".data")):
-            tops.add(f"{location}/{first}")
-    return {top for top in tops if os.path.isdir(top)}
+        return set()
+    tops = {rel.split("/", 1)[0] for rel, _hash, _size in rows if "/" in rel}
+    tops -= {"..", "__pycache__", STATE_DIR}
+    return {f"{location}/{top}" for top in tops
+            if not top.endswith((".dist-info", ".data")) and os.path.isdir(f"{location}/{top}")}
 
 
-def _listed(rows: Mapping[Distribution, list[Row]]) -> set[str]:
-    listed: set[str] = set()
+def _listed(rows: Mapping[Distribution, list[Row]], sites: Iterable[Path]) \
+        -> dict[str, set[str]]:
+    """Every RECORD path, as a set of paths relative to each site folder (a plain row is
+    used as it is: no string is built for it)."""
+    listed: dict[str, set[str]] = {str(site): set() for site in sites}
     for dist, dist_rows in rows.items():
         location = str(dist.location)
-        for rel, _hash, _size in dist_rows:
-            listed.add(os.path.normpath(f"{location}/{rel}") if ".." in rel
-                       else f"{location}/{rel}")
+        here = listed.setdefault(location, set())
+        here.update(rel for rel, _h, _s in dist_rows if ".." not in rel)
+        for rel, _h, _s in dist_rows:
+            if ".." in rel:  # it may land in another site folder
+                path = os.path.normpath(f"{location}/{rel}")
+                for site, names in listed.items():
+                    if path.startswith(site + "/"):
+                        names.add(path[len(site) + 1:])
     return listed
 
 
@@ -601,14 +631,17 @@ def _dir_key(path: str) -> list[int]:
     return [st.st_mtime_ns, st.st_ctime_ns]  # ctime cannot be set back from user space
 
 
-def _walk_unlisted(folder: str, listed: set[str]) -> tuple[list[str], list[list[Any]]]:
+def _walk_unlisted(folder: str, location: str, listed: set[str]) \
+        -> tuple[list[str], list[list[Any]]]:
+    """Files under ``folder`` (in ``location``) that no RECORD lists, and the folders' stats."""
     unlisted, dirs = [], []
+    cut = len(location) + 1
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         dirs.append([dirpath, *_dir_key(dirpath)])
+        rel = dirpath[cut:] + "/"
         unlisted += [f"{dirpath}/{name}" for name in filenames
-                     if f"{dirpath}/{name}" not in listed
-                     and not name.endswith(atomic.TEMP_SUFFIX)]
+                     if rel + name not in listed and not name.endswith(atomic.TEMP_SUFFIX)]
     return unlisted, dirs
 
 
@@ -631,13 +664,14 @@ def _orphans(target: Target, dists: list[Distribution], rows: Mapping[Distributi
         for folder in _package_dirs(target, dist, rows[dist]):
             owners.setdefault(folder, dist)
     root = str(target.root)
-    listed: set[str] | None = None
+    listed: dict[str, set[str]] | None = None
     findings = []
     for folder, dist in sorted(owners.items()):
         unlisted = _cached_unlisted(cache.orphans.get(folder), key)
         if unlisted is None:
-            listed = listed if listed is not None else _listed(rows)
-            unlisted, dirs = _walk_unlisted(folder, listed)
+            listed = listed if listed is not None else _listed(rows, target.site_packages)
+            location = str(dist.location)
+            unlisted, dirs = _walk_unlisted(folder, location, listed.get(location, set()))
             cache.orphans[folder] = {"records": key, "dirs": dirs, "unlisted": unlisted,
                                      "owner": [dist.name, dist.version]}
             cache.dirty = True
