@@ -34,7 +34,6 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ascendpatch.errors import AscendpatchError
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.introcache import read_private, write_private
 from ascendpatch.store import atomic

@@ -53,11 +53,13 @@ def read_private(path: Path) -> bytes | None:
     if not private_folder(path.parent):
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # never follows a link, never blocks on a FIFO planted where the cache goes
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
     try:
-        if os.fstat(fd).st_uid != os.geteuid():
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
             return None
         with open(fd, "rb", closefd=False) as handle:
             return handle.read()

@@ -283,14 +283,16 @@ def test_created_folders_go_on_revert_and_on_rollback(env: dict[str, Path]) -> N
 
 
 def test_audit_cache_of_a_hostile_shape_is_ignored_never_followed(env: dict[str, Path]) -> None:
-    state = env["site"] / ".ascendpatch"
-    state.mkdir()
-    os.mkfifo(state / "statcache.json")  # reading it naively would block forever
+    from ascendpatch.audit import cache_path
+
+    cache = cache_path(env["site"])
+    cache.parent.mkdir(parents=True, mode=0o700)
+    os.mkfifo(cache)  # reading it naively would block forever
     assert cli(env, "audit").code == 0
-    (state / "statcache.json").unlink()
-    (state / "statcache.json").write_text('{"format": 2, "files": {"demo/mod.py": 7}}')
+    cache.unlink()
+    cache.write_text('{"format": 3, "files": {"demo/mod.py": 7}}')
     assert cli(env, "audit").code == 0
-    (state / "statcache.json").unlink()
-    (state / "statcache.json").symlink_to(env["victim"])
+    cache.unlink()
+    cache.symlink_to(env["victim"])
     assert cli(env, "audit").code == 0
     assert env["victim"].read_bytes() == SECRET

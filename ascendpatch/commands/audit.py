@@ -65,18 +65,20 @@ def _load_baseline(path: Path) -> dict[str, Any]:
 def run(ctx: Context, *, baseline: Path | None = None, workers: int | None = None) \
         -> CommandResult:
     return run_on(ctx.target, lambda: ctx, baseline=baseline, workers=workers,
-                  lock_timeout=ctx.lock_timeout)
+                  lock_timeout=ctx.lock_timeout, on_wait=ctx.on_wait)
 
 
 def run_on(target: Target, make_context: Callable[[], Context], *,
            baseline: Path | None = None, workers: int | None = None,
-           lock_timeout: float = 300.0) -> CommandResult:
+           lock_timeout: float = 300.0,
+           on_wait: Callable[[str], None] | None = None) -> CommandResult:
     """The audit of ``target``; ``make_context`` (the manifest) is called only when a file
     differs from its RECORD."""
     from ascendpatch.store.lock import target_lock
 
     base = _load_baseline(baseline) if baseline is not None else None
-    with target_lock(target.root, lock_timeout, shared=True):  # a live apply finishes first
+    # a live apply finishes first: a half-written state is never reported as drift
+    with target_lock(target.root, lock_timeout, on_wait, shared=True):
         report = audit(target, lambda: expected_changes(make_context()), workers=workers)
     results = _lines(report)
     if base is not None:
@@ -109,5 +111,10 @@ def from_args(args: Namespace) -> CommandResult:
         return Context(target=target, manifest=context.manifest_from_args(args),
                        env=dict(os.environ), lock_timeout=args.lock_timeout)
 
+    def on_wait(message: str) -> None:
+        from ascendpatch import output
+
+        output.progress(message, color=args.color)
+
     return run_on(target, make_context, baseline=args.baseline, workers=args.workers,
-                  lock_timeout=args.lock_timeout)
+                  lock_timeout=args.lock_timeout, on_wait=on_wait)
