@@ -183,8 +183,11 @@ def _port(p: argparse.ArgumentParser) -> None:
 
 def _catalog_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("versions", nargs="*", metavar="VERSION",
-                   help="default: every release with wheels on the index (or wheelhouse)")
+                   help="default: every release (wheel or sdist) on the index (or wheelhouse)")
     p.add_argument("--markdown", type=Path, metavar="FILE")
+    p.add_argument("--new", action="store_true",
+                   help="only the releases newer than the catalog, each with a verdict "
+                        "decided by content (a weekly maintainer check)")
 
 
 def _nothing(p: argparse.ArgumentParser) -> None:

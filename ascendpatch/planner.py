@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ascendpatch import porting
+from ascendpatch.diffpatch import FilePatch
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.kinds import KINDS, PLANNED_KINDS
 from ascendpatch.kinds.base import FilePlan, FileStatus, KindContext
+from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest.loader import resolve_source
-from ascendpatch.manifest.model import Artifact, Manifest, version_in
+from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
+from ascendpatch.paths import safe_join
 from ascendpatch.results import Level
-from ascendpatch.target import Target
+from ascendpatch.target import Distribution, Target
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,11 @@ def context_for(artifact: Artifact, target: Target, env: Mapping[str, str],
         return Skip(f"not needed for {dist.name} {dist.version}: "
                     f"{artifact.not_needed[1]}")
     variant = artifact.variant_for(version)
+    if variant is None and artifact.needed_if is not None:
+        decided = _by_content(artifact, dist, env)
+        if isinstance(decided, Skip):
+            return decided
+        variant = decided
     if variant is None:
         return Skip(f"no variant for {dist.name} {dist.version} (covers "
                     f"{artifact.covered_versions()}); check whether this release needs the fix "
@@ -89,6 +98,32 @@ def context_for(artifact: Artifact, target: Target, env: Mapping[str, str],
             raise
         return Skip(f"{exc}", Level.WARN)
     return KindContext(artifact, variant, dist, dist.location, source, dict(env))
+
+
+def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) \
+        -> Variant | Skip:
+    """A release no variant covers: its own files say fixed upstream, patchable, or not."""
+    def read(rel: str) -> bytes | None:
+        path = safe_join(dist.location, rel, origin=f"artifact {artifact.id}")
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def load(variant: Variant) -> tuple[FilePatch, ...]:
+        assert variant.source is not None
+        return load_patch(resolve_source(artifact, variant.source, env))
+
+    verdict = porting.by_content(artifact, read, load)
+    release = f"{dist.name} {dist.version}"
+    if verdict.word == porting.NOT_NEEDED:
+        return Skip(f"not needed for {release} (not in the catalog, decided by content): "
+                    f"{verdict.reason}")
+    if verdict.variant is None:
+        return Skip(f"{release} is not in the catalog and needs the fix by hand: "
+                    f"{verdict.reason}; fix: ascendpatch port {artifact.id} --to {dist.version} "
+                    f"--write", Level.FAIL)
+    return verdict.variant
 
 
 def prepare(artifacts: list[Artifact], target: Target, env: Mapping[str, str],

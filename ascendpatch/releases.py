@@ -67,18 +67,23 @@ def listing(name: str) -> list[dict[str, object]]:
     return files
 
 
-def versions_with_wheels(name: str, source: Source) -> list[str]:
+def versions_on_index(name: str, source: Source, *, sdists: bool = True) -> list[str]:
+    """Every release of ``name`` with a wheel (and, with ``sdists``, sdist-only ones too)."""
     if source.offline:
         assert source.wheelhouse is not None
-        names = [p.name for p in source.wheelhouse.glob("*.whl")]
+        folder = source.wheelhouse
+        names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
     else:
         names = [str(f["filename"]) for f in listing(name)]
     found = set()
     for filename in names:
-        if not filename.endswith(".whl"):
-            continue
         try:
-            dist, ver, *_ = parse_wheel_filename(filename)
+            if filename.endswith(".whl"):
+                dist, ver, *_ = parse_wheel_filename(filename)
+            elif sdists and filename.endswith(".tar.gz"):
+                dist, ver = parse_sdist_filename(filename)
+            else:
+                continue
         except (ValueError, InvalidVersion):
             continue
         if canonicalize_name(dist) == canonicalize_name(name):
@@ -86,7 +91,7 @@ def versions_with_wheels(name: str, source: Source) -> list[str]:
     return [str(v) for v in sorted(found)]
 
 
-def _download_sdist(name: str, version: str, folder: Path) -> Path | None:
+def download_sdist(name: str, version: str, folder: Path) -> Path | None:
     for entry in listing(name):
         filename = str(entry["filename"])
         if not filename.endswith(".tar.gz"):
@@ -129,7 +134,7 @@ def archive(name: str, version: str, source: Source) -> Path:
                                "-d", str(cache), f"{name}=={version}"])
     if proc.returncode == 0 and (found := _archives(cache, name, version)):
         return found[0]
-    sdist = _download_sdist(name, version, cache)
+    sdist = download_sdist(name, version, cache)
     if sdist is None:
         raise ReleaseError(f"no wheel or sdist of {name} {version} on {index_url()}")
     return sdist

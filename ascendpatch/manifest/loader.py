@@ -23,6 +23,7 @@ from ascendpatch.manifest.model import (
     Stack,
     Variant,
 )
+from ascendpatch.needed import Condition
 
 DEFAULT_MANIFEST = "default"
 MAX_DEPTH = 64  # no manifest needs more; deeper input is refused before anything recurses
@@ -121,6 +122,8 @@ ARTIFACT = s.Obj(
         "enabled": s.Bool(),
         "not_needed": s.Obj({"versions": s.Str(s.specifier), "reason": s.Str()},
                             frozenset({"versions", "reason"})),
+        "needed_if": s.Obj({"file": s.Str(), "calls_unguarded": s.ListOf(s.Str(s.dotted_name))},
+                           frozenset({"file", "calls_unguarded"})),
         "variants": s.ListOf(_VARIANT),
         "options": s.MapOf(s.AnyValue()),
         **_VARIANT_FIELDS,
@@ -284,11 +287,14 @@ def _artifact(doc: Mapping[str, Any], origin: Path) -> Artifact:
     variants = tuple(_variant(v) for v in doc["variants"]) if "variants" in doc else (
         _variant(doc),)
     not_needed = doc.get("not_needed")
+    needed_if = doc.get("needed_if")
     return Artifact(
         id=doc["id"], title=doc["title"], kind=doc["kind"],
         distribution=doc.get("distribution"), variants=variants,
         enabled=doc.get("enabled", True),
         not_needed=(not_needed["versions"], not_needed["reason"]) if not_needed else None,
+        needed_if=Condition(needed_if["file"], tuple(needed_if["calls_unguarded"]))
+        if needed_if else None,
         description=doc.get("description", ""), options=dict(doc.get("options") or {}),
         manifest_dir=origin.parent, origin=origin,
     )

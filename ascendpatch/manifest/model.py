@@ -10,6 +10,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ascendpatch.needed import Condition
+
 
 def version_in(spec: str, version: Version) -> bool:
     """PEP 440 containment that admits pre-releases (0.22.1rc2) and local labels (2.10.0+cpu)."""
@@ -42,6 +44,7 @@ class Artifact:
     variants: tuple[Variant, ...]
     enabled: bool = True
     not_needed: tuple[str, str] | None = None  # (specifier, reason)
+    needed_if: Condition | None = None  # decides, by content, releases no variant covers
     description: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     manifest_dir: Path = Path()

@@ -166,6 +166,7 @@ def _validate_obj(value: object, schema: Obj, path: str, where: str) -> list[str
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def specifier(text: str) -> str | None:
@@ -196,3 +197,9 @@ def requirement(text: str) -> str | None:
     except InvalidRequirement:
         return f"{text!r} is not a valid PEP 508 requirement (e.g. 'vllm-ascend==0.23.0')"
     return None
+
+
+def dotted_name(text: str) -> str | None:
+    if _DOTTED.match(text):
+        return None
+    return f"{text!r} is not a dotted Python name (e.g. 'torch_npu.npu_top_k_top_p')"
