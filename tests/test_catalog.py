@@ -104,25 +104,52 @@ def test_unaffected_releases_are_skipped_and_unchanged(tmp_path: Path, version: 
     assert tree_digest(site) == before
 
 
-def test_post1_sdist_sampler_gets_the_same_check(tmp_path: Path) -> None:
-    sdist = wheels.sdist("vllm-ascend", "0.23.0.post1")
+def _sdist_site(tmp_path: Path, version: str) -> Path:
+    """The sdist's package laid out as installed (no build: the C extensions need CANN)."""
     site = tmp_path / "site-packages"
     site.mkdir()
-    wheels.install_from_sdist(sdist, site, "0.23.0.post1")
+    wheels.install_from_sdist(wheels.sdist("vllm-ascend", version), site, version)
+    return site
+
+
+@pytest.mark.parametrize("version", wheels.SDIST_AFFECTED)
+def test_fallback_applies_on_the_real_sdist(tmp_path: Path, version: str) -> None:
+    site = _sdist_site(tmp_path, version)
     sampler = site / wheels.SAMPLER
     original = sampler.read_bytes()
-    assert original == wheels.wheel_member("0.23.0", wheels.SAMPLER)  # byte-identical
+    assert original == wheels.sdist_member(wheels.sdist("vllm-ascend", version),
+                                            wheels.SAMPLER)
+    if version == "0.23.0.post1":
+        assert original == wheels.wheel_member("0.23.0", wheels.SAMPLER)  # byte-identical
 
     first = run_process("--site-packages", site, "apply")
     assert first.code == 0, first.out + first.err
     assert first.out.strip() == "[OK] Applied sampler top_k/top_p fallback patch"
     py_compile.compile(str(sampler), doraise=True, cfile=str(tmp_path / "check.pyc"))
     assert_guard_at_selection_point(sampler.read_text())
+    assert _declared(version) == (hashlib.sha256(original).hexdigest(),
+                                  hashlib.sha256(sampler.read_bytes()).hexdigest())
     before = tree_digest(site)
     assert "already applied" in run_process("--site-packages", site, "apply").out
     assert tree_digest(site) == before
     assert run_process("--site-packages", site, "revert").code == 0
     dist = from_site_packages(site).get("vllm-ascend")
     assert dist is not None
-    assert hashlib.sha256(sampler.read_bytes()).hexdigest() == \
-        dist.record[wheels.SAMPLER].sha256 == hashlib.sha256(original).hexdigest()
+    assert sampler.read_bytes() == original  # the sdist's own bytes
+    assert hashlib.sha256(original).hexdigest() == dist.record[wheels.SAMPLER].sha256
+
+
+@pytest.mark.parametrize("version", wheels.FIXED_UPSTREAM)
+def test_release_fixed_upstream_is_not_needed_by_content(tmp_path: Path, version: str) -> None:
+    site = _sdist_site(tmp_path, version)
+    artifact = loader.load("default").artifact("sampler-topk-topp-fallback")
+    assert artifact is not None and artifact.variant_for(Version(version)) is None
+    before = tree_digest(site)
+    for command in ("apply", "status"):
+        result = run_process("--site-packages", site, command)
+        assert result.code == 0, result.out + result.err
+        assert result.out.startswith(
+            f"[SKIP] sampler top_k/top_p fallback patch: not needed for vllm-ascend {version} "
+            "(not in the catalog, decided by content): fixed upstream: "
+            "vllm_ascend/sample/sampler.py calls none of torch_npu.npu_top_k_top_p"), result.out
+    assert tree_digest(site) == before

@@ -103,6 +103,50 @@ def test_catalog_check_agrees_with_the_per_release_tests(tmp_path: Path) -> None
     assert table.read_text().startswith("| artifact | 0.9.1 | 0.11.0 |")
 
 
+SDISTS = ("--wheelhouse", str(wheels.CACHE / "sdists"))  # listing online, files from the cache
+
+
+@pytest.fixture(scope="module")
+def sdists() -> None:
+    for version in wheels.SDIST_AFFECTED + wheels.FIXED_UPSTREAM:
+        wheels.sdist("vllm-ascend", version)
+
+
+@pytest.mark.usefixtures("sdists")
+@pytest.mark.parametrize("version", wheels.FIXED_UPSTREAM)
+def test_port_to_a_release_fixed_upstream_says_not_needed(version: str) -> None:
+    result = run_cli("port", "sampler-topk-topp-fallback", "--to", version, *SDISTS, "--offline")
+    assert result.code == 0, result.out + result.err
+    assert result.out.strip() == (
+        f"[SKIP] sampler top_k/top_p fallback patch: not needed for vllm-ascend {version}: "
+        "fixed upstream (vllm_ascend/sample/sampler.py calls none of "
+        "torch_npu.npu_top_k_top_p, torch.ops._C_ascend.npu_apply_top_k_top_p)")
+    assert "conflict" not in result.out
+
+
+@pytest.mark.usefixtures("sdists")
+def test_catalog_check_covers_the_sdist_only_releases(tmp_path: Path) -> None:
+    versions = wheels.SDIST_AFFECTED + wheels.FIXED_UPSTREAM
+    result = run_cli("--json", "catalog-check", *versions, *SDISTS, "--offline")
+    assert result.code == 0, result.out
+    matrix = result.json["matrix"]["sampler-topk-topp-fallback"]
+    assert matrix == {**{v: "applies" for v in wheels.SDIST_AFFECTED},
+                      **{v: "not needed (fixed upstream)" for v in wheels.FIXED_UPSTREAM}}
+
+
+@pytest.mark.usefixtures("sdists")
+def test_catalog_check_new_lists_the_releases_newer_than_the_catalog() -> None:
+    """Against the real index: every release above the catalog's newest, with a verdict."""
+    result = run_cli("--json", "catalog-check", "--new", *SDISTS)
+    assert result.code == 0 or "port by hand" in result.out, result.out + result.err
+    items = [i for i in result.json["results"] if "version" in i.get("data", {})]
+    verdicts = {i["data"]["version"]: i["data"]["verdict"] for i in items}
+    assert {v: verdicts[v] for v in wheels.FIXED_UPSTREAM} == \
+        {v: "not needed (fixed upstream)" for v in wheels.FIXED_UPSTREAM}
+    assert all(verdicts.values())  # later releases too: each one has a verdict
+    assert not set(verdicts) & set(wheels.AFFECTED + wheels.SDIST_AFFECTED)
+
+
 # --------------------------------------------------------------------------- capture
 
 

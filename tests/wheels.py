@@ -1,7 +1,7 @@
 """Real vllm-ascend artifacts from the index, cached outside the checkout.
 
-Wheels come from ``pip download --no-deps``; the 0.23.0.post1 sdist (whose metadata pip cannot
-build without CANN) comes from the index's JSON API, checked against its published sha256.
+Wheels come from ``pip download --no-deps``; sdist-only releases (whose metadata pip cannot
+build without CANN) come from the index's JSON API, checked against its published sha256.
 The cache lives in ``$ASCENDPATCH_TEST_CACHE`` (default ``~/.cache/ascendpatch-test``), read
 once at import, before the test fixtures point HOME at a temp dir.
 """
@@ -33,6 +33,10 @@ AFFECTED = ["0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1", "0.
             "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.23.0",
             "0.24.0rc1", "0.25.1rc1", "0.26.0rc1"]
 UNAFFECTED = ["0.13.0", "0.11.0", "0.12.0rc1", "0.9.1"]
+# Sdist-only on the index: affected, and (0.30) fixed upstream, which the catalog decides by
+# the sampler's content (no variant names them).
+SDIST_AFFECTED = ["0.23.0.post1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1"]
+FIXED_UPSTREAM = ["0.30.0rc1", "0.30.0rc2"]
 
 
 def wheel(version: str) -> Path:
@@ -72,7 +76,9 @@ def sdist(name: str, version: str) -> Path:
         data = resp.read()
     if hashlib.sha256(data).hexdigest() != entry["hashes"]["sha256"]:
         raise AssertionError(f"{stem}: sha256 differs from the index")
-    cached.write_bytes(data)
+    partial = cached.with_name(f".{stem}.{os.getpid()}.part")  # no torn file for a parallel run
+    partial.write_bytes(data)
+    os.replace(partial, cached)
     return cached
 
 
