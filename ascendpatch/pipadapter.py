@@ -8,8 +8,10 @@ configuration (mirror, certificates) is respected; ``--offline`` adds ``--no-ind
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,35 +64,78 @@ def _run(cmd: Sequence[str], env: Mapping[str, str] | None) -> subprocess.Comple
 
 
 def _tail(proc: subprocess.CompletedProcess[str], lines: int = 6) -> str:
-    text = (proc.stderr or proc.stdout).strip().splitlines()
-    useful = [line for line in text if line.strip() and not line.startswith("WARNING: Location")]
-    return " | ".join(useful[-lines:]) or f"exit code {proc.returncode}"
+    return explain(proc.stderr or proc.stdout) or f"exit code {proc.returncode}"
+
+
+def _both(proc: subprocess.CompletedProcess[str]) -> str:
+    return explain(f"{proc.stdout}\n{proc.stderr}") or f"exit code {proc.returncode}"
+
+
+_NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (?P<req>\S+)"
+                        r"(?: \(from versions: (?P<versions>[^)]*)\))?")
+_NO_MATCH = re.compile(r"No matching distribution found for (?P<req>\S+)")
+
+
+def explain(text: str) -> str:
+    """pip's (or pip-compile's) failure in plain words, without its traceback.
+
+    The resolver's conflict block ("The conflict is caused by: ...") becomes one line of
+    "A needs X; B needs Y"; a requirement the index cannot satisfy names the versions it has.
+    """
+    lines = [line.rstrip() for line in text.splitlines()]
+    if "The conflict is caused by:" in [line.strip() for line in lines]:
+        start = [line.strip() for line in lines].index("The conflict is caused by:") + 1
+        causes = []
+        for line in lines[start:]:
+            if not line.strip():
+                break
+            causes.append(line.strip().replace(" depends on ", " needs "))
+        return "conflicting requirements: " + "; ".join(causes)
+    for line in reversed(lines):
+        if (found := _NOT_FOUND.search(line)) is not None:
+            versions = [v.strip() for v in (found.group("versions") or "").split(",")
+                        if v.strip() and v.strip() != "none"]
+            shown = ", ".join(versions[-8:]) if versions else "none"
+            return f"no release on the index satisfies {found.group('req')} (it has: {shown})"
+    for line in reversed(lines):
+        if (found := _NO_MATCH.search(line)) is not None:
+            return f"no release on the index satisfies {found.group('req')}"
+    errors = [line.strip() for line in lines if line.strip().startswith("ERROR:")
+              and "Location" not in line]
+    if errors:
+        return " | ".join(e.removeprefix("ERROR: ") for e in errors[-2:])
+    useful = [line.strip() for line in lines if line.strip()
+              and not line.startswith(("WARNING: Location", "Traceback", "  File ", "    "))]
+    return " | ".join(useful[-3:])
 
 
 def dry_run_report(target: Target, requirements: Sequence[str], source: Source,
                    extra: Sequence[str] = (), env: Mapping[str, str] | None = None) \
         -> dict[str, Any]:
     """pip's own resolution (``--dry-run --report``): what it would install, nothing changed."""
-    cmd = [*pip_command(target), "install", "--dry-run", "--quiet", "--report", "-",
-           "--disable-pip-version-check", *source.args(), *extra, *requirements]
-    proc = _run(cmd, env)
-    if proc.returncode != 0:
-        raise PipError(f"pip cannot resolve {' '.join(requirements)}: {_tail(proc)}")
-    try:
-        report = json.loads(proc.stdout)
-    except ValueError:
-        raise PipError(f"pip returned no readable --report ({_tail(proc)})") from None
+    # Not --quiet: the resolver's "The conflict is caused by:" block is an INFO message.
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report.json"
+        cmd = [*pip_command(target), "install", "--dry-run", "--report", str(out),
+               "--disable-pip-version-check", *source.args(), *extra, *requirements]
+        proc = _run(cmd, env)
+        if proc.returncode != 0:
+            raise PipError(f"pip cannot resolve {' '.join(requirements)}: {_both(proc)}")
+        try:
+            report = json.loads(out.read_text())
+        except (OSError, ValueError):
+            raise PipError(f"pip returned no readable --report ({_tail(proc)})") from None
     assert isinstance(report, dict)
     return report
 
 
 def install(target: Target, requirements: Sequence[str], source: Source,
             extra: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
-    cmd = [*pip_command(target), "install", "--quiet", "--disable-pip-version-check",
+    cmd = [*pip_command(target), "install", "--disable-pip-version-check",
            *source.args(), *extra, *requirements]
     proc = _run(cmd, env)
     if proc.returncode != 0:
-        raise PipError(f"pip install {' '.join(requirements)} failed: {_tail(proc)}")
+        raise PipError(f"pip install {' '.join(requirements)} failed: {_both(proc)}")
 
 
 def run_pip(args: Sequence[str], env: Mapping[str, str] | None = None,

@@ -17,10 +17,11 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ascendpatch import installplan, pipadapter
+from ascendpatch import installplan, pipadapter, stackcheck
 from ascendpatch.checks.pins import pin_check
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
+from ascendpatch.commands.lock import conflict_lines
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.pipadapter import ONLINE, Source
 from ascendpatch.results import CheckResult, CommandResult, Level
@@ -62,13 +63,16 @@ def _refusals(ctx: Context, report: dict[str, object], markers: dict[str, str]) 
     for change in changes:
         if change.name not in protected:
             continue
-        path = " -> ".join(installplan.chain(report, change.name, markers))
+        links = installplan.chain(report, change.name, markers)
+        path = " -> ".join(links)
+        top = links[0].split()[0] if len(links) > 1 else "the requesting package"
         refusals.append(CheckResult(
             f"refused:{change.name}", "install", Level.FAIL,
             f"refused: {path} would {change.describe()}; {change.name} is protected (the "
             f"image's NPU stack is built for {change.old or 'what the image ships'}); nothing "
             f"was changed; fix: pin a version of the requesting package that accepts the "
-            f"installed {change.name}, or install it with --no-deps"))
+            f"installed {change.name}, or list {top} under the manifest's no_deps (installed "
+            f"with pip --no-deps)"))
     return refusals
 
 
@@ -89,6 +93,15 @@ def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Sou
     loose = [str(r) for r in requested if canonicalize_name(r.name) in no_deps]
     lock_args = ["-r", str(lock), "--require-hashes"] if lock is not None else []
     source.args()  # bad --offline / --wheelhouse -> exit 2 before anything runs
+    if lock is None:  # the stack's own pins must agree before pip resolves for minutes
+        pinned = {str(canonicalize_name(p.name)) for p in ctx.manifest.stack.packages}
+        due = [str(canonicalize_name(r.name)) for r in requested
+               if canonicalize_name(r.name) in pinned]
+        found = stackcheck.conflicts(ctx.manifest, target, source, only=due) if due else []
+        if found:
+            command = "install --dry-run" if dry_run else "install"
+            return CommandResult(command, tuple(conflict_lines(
+                found, "install", "nothing was changed")))
     with locked(ctx) as session, tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "protected-constraints.txt"
         constraints.write_text(installplan.constraints(target, ctx.manifest.protected))

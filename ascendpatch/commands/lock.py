@@ -17,7 +17,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ascendpatch import data, installplan, pipadapter
+from ascendpatch import data, installplan, pipadapter, stackcheck
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.errors import InvalidInputError
@@ -69,6 +69,9 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
     if not pins:
         raise InvalidInputError(f"manifest {ctx.manifest.name} pins no installable package",
                                 fix="lock a stack manifest (ascendpatch manifests)")
+    found = stackcheck.conflicts(ctx.manifest, target, source)
+    if found:
+        return CommandResult("lock", tuple(conflict_lines(found, "lock", "nothing was locked")))
     compile_bin = piptools_venv(target.python, target.python_version, source)
     unsafe = [*DEFAULT_UNSAFE, *sorted({canonicalize_name(p) for p in ctx.manifest.protected})]
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,15 +80,17 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
         spec = Path(tmp) / f"{ctx.manifest.name}.in"
         spec.write_text(stack_input(ctx, constraints))
         result = Path(tmp) / "lock.txt"
-        cmd = [str(compile_bin), "--quiet", "--generate-hashes", "--no-header",
+        cmd = [str(compile_bin), "--generate-hashes", "--no-header",
                "--strip-extras", *[a for u in unsafe for a in ("--unsafe-package", u)],
                *source.args(), "-o", str(result), str(spec)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
                               stdin=subprocess.DEVNULL, cwd=tmp)
         if proc.returncode != 0:
-            tail = " | ".join(proc.stderr.strip().splitlines()[-6:])
             raise PipError(f"pip-compile could not resolve the stack of {ctx.manifest.name}: "
-                           f"{tail}")
+                           f"{pipadapter.explain(proc.stdout + chr(10) + proc.stderr)}; "
+                           "nothing was locked",
+                           fix="pin versions that agree in the manifest, or list a package "
+                               "under its no_deps")
         text = result.read_text().replace(str(constraints), "protected packages (installed)")
     header = (f"# ascendpatch lock of manifest {ctx.manifest.name} for {target.describe()}\n"
               f"# protected (provided by the image, not locked): {', '.join(unsafe[3:])}\n"
@@ -95,6 +100,17 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
     return CommandResult("lock", (CheckResult("lock", "lock", Level.OK,
                                               f"locked {count} packages with hashes into "
                                               f"{output}"),))
+
+
+def conflict_lines(found: list[stackcheck.Conflict], check: str, outcome: str) \
+        -> list[CheckResult]:
+    return [CheckResult(f"conflict:{c.package}", check, Level.FAIL,
+                        f"conflict: {c.describe()}; no release of {c.package} on the index "
+                        f"satisfies {'both' if len(c.needs) == 2 else 'them all'}; {outcome}; "
+                        f"fix: {stackcheck.advice(c)}",
+                        data={"package": c.package,
+                              "needs": [{"by": who, "specifier": spec} for who, spec in c.needs]})
+            for c in found]
 
 
 def from_args(args: Namespace) -> CommandResult:

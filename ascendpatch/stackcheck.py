@@ -1,0 +1,193 @@
+"""Before a long resolution: do the stack's own pins agree with each other?
+
+pip reads the metadata of the pinned releases only (``--no-deps --dry-run --report``, with
+HTTP range requests where the index allows them), then every requirement that two of them (or
+the manifest) put on one package is intersected and checked against the releases on the
+index. vllm-ascend 0.18.0 needs ``opencv-python-headless<=4.11.0.86`` and vllm 0.18.0 needs
+``>=4.13.0``: that is said in seconds, in plain words, instead of after minutes of
+backtracking and a traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from ascendpatch import data, pipadapter, releases
+from ascendpatch.manifest.model import Manifest
+from ascendpatch.pipadapter import PipError, Source
+from ascendpatch.reqs import applicable
+from ascendpatch.store import atomic
+from ascendpatch.target import Target
+
+MANIFEST = "the manifest"
+
+
+@dataclass(frozen=True)
+class Conflict:
+    package: str
+    needs: tuple[tuple[str, str], ...]  # (who, specifier)
+
+    def describe(self) -> str:
+        return " and ".join(f"{who} needs {self.package}{spec}" for who, spec in self.needs)
+
+    @property
+    def parties(self) -> list[str]:
+        return [who for who, _spec in self.needs if who != MANIFEST]
+
+
+def _cache_key(target: Target, pins: Sequence[str], source: Source) -> str | None:
+    """Released metadata never changes: exact pins are read once per index and target."""
+    for pin in pins:
+        specs = list(Requirement(pin).specifier)
+        if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+            return None
+    text = json.dumps([sorted(pins), releases.index_url(), str(source.wheelhouse),
+                       source.offline, target.markers], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
+    key = _cache_key(target, pins, source)
+    cached = data.cache_dir() / "stackcheck" / f"{key}.json" if key else None
+    if cached is not None and cached.is_file():
+        try:
+            report = json.loads(cached.read_text())
+            if isinstance(report, dict):
+                return report
+        except (OSError, ValueError):
+            pass
+    report = _pip_report(target, pins, source)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_atomic(cached, json.dumps(report).encode())
+    return report
+
+
+def _pip_report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
+    assert target.python is not None
+    base = ["--python", str(target.python), "install", "--dry-run", "--quiet", "--no-deps",
+            "--ignore-installed", "--only-binary", ":all:", "--report", "-",
+            "--disable-pip-version-check", *source.args()]
+    proc = pipadapter.run_pip([*base, "--use-feature", "fast-deps", *pins])
+    if proc.returncode != 0 and "fast-deps" in proc.stderr:  # a pip without the feature
+        proc = pipadapter.run_pip([*base, *pins])
+    if proc.returncode != 0:
+        why = pipadapter.explain(proc.stderr).replace("no release on", "no wheel on")
+        raise PipError(f"cannot read the metadata of the stack's pins from wheels ({why}); "
+                       "ascendpatch installs wheels only",
+                       fix="put the missing wheel in a wheelhouse (--wheelhouse DIR) or fix "
+                           "the pin in the manifest")
+    report = json.loads(proc.stdout)
+    assert isinstance(report, dict)
+    return report
+
+
+def _requirements(report: Mapping[str, Any], pins: Mapping[str, str], skip: set[str],
+                  markers: Mapping[str, str] | None) -> dict[str, list[tuple[str, str]]]:
+    needs: dict[str, list[tuple[str, str]]] = {}
+    for name, spec in pins.items():
+        needs.setdefault(name, []).append((MANIFEST, spec))
+    for item in report.get("install", []):
+        meta = item["metadata"]
+        if canonicalize_name(meta["name"]) in skip:  # installed with --no-deps
+            continue
+        who = f"{canonicalize_name(meta['name'])} {meta['version']}"
+        for req in applicable(meta.get("requires_dist") or [], markers):
+            needs.setdefault(str(canonicalize_name(req.name)), []).append((who, str(req.specifier)))
+    return needs
+
+
+def _boundaries(specs: list[str]) -> list[Version]:
+    out = []
+    for spec in specs:
+        for item in SpecifierSet(spec):
+            try:
+                out.append(Version(item.version.replace("*", "0")))
+            except InvalidVersion:
+                continue
+    return out
+
+
+def _exact(combined: SpecifierSet) -> Version | None:
+    for item in combined:
+        if item.operator in ("==", "===") and "*" not in item.version:
+            try:
+                return Version(item.version)
+            except InvalidVersion:
+                return None
+    return None
+
+
+def _candidates(name: str, source: Source) -> list[Version]:
+    if source.offline:
+        folder = source.wheelhouse
+        files = [p.name for p in folder.iterdir()] if folder and folder.is_dir() else []
+    else:
+        files = [str(f["filename"]) for f in releases.listing(name) if not f.get("yanked")]
+    found = set()
+    for filename in files:
+        try:
+            if filename.endswith(".whl"):
+                dist, version, *_ = parse_wheel_filename(filename)
+            elif filename.endswith(".tar.gz"):
+                dist, version = parse_sdist_filename(filename)
+            else:
+                continue
+        except (ValueError, InvalidVersion):
+            continue
+        if canonicalize_name(dist) == canonicalize_name(name):
+            found.add(version)
+    return sorted(found)
+
+
+def conflicts(manifest: Manifest, target: Target, source: Source,
+              only: Sequence[str] | None = None) -> list[Conflict]:
+    """Packages that no release on the index can give to every party of the stack.
+
+    ``only``: the pins that will be installed (install skips those already met)."""
+    pins = {str(canonicalize_name(p.name)): p.specifier for p in manifest.stack.packages}
+    protected = {str(canonicalize_name(p)) for p in manifest.protected}
+    wanted = [n for n in pins if n not in protected and (only is None or n in only)]
+    if not wanted:
+        return []
+    report = _report(target, [f"{n}{pins[n]}" for n in wanted], source)
+    skip = {str(canonicalize_name(n)) for n in manifest.no_deps}
+    found = []
+    for name, needs in _requirements(report, pins, skip, target.markers).items():
+        specs = [spec for _who, spec in needs if spec]
+        if len(specs) < 2:
+            continue
+        combined = SpecifierSet(",".join(specs))
+        exact = _exact(combined)
+        if exact is not None:  # an exact pin: only that release can do (no index lookup)
+            if combined.contains(exact, prereleases=True):
+                continue
+        elif any(combined.contains(v, prereleases=True) for v in _boundaries(specs)):
+            continue  # a version every party accepts exists (no index lookup needed)
+        elif any(combined.contains(v, prereleases=True) for v in _candidates(name, source)):
+            continue
+        parties = [(who, spec) for who, spec in needs if spec]
+        others = {spec for who, spec in parties if who != MANIFEST}
+        kept = [(who, spec) for who, spec in parties if who != MANIFEST or spec not in others]
+        found.append(Conflict(name, tuple(kept)))
+    return found
+
+
+def advice(conflict: Conflict) -> str:
+    parties = conflict.parties
+    if len(parties) >= 2:
+        names = [p.split()[0] for p in parties]
+        return (f"pin releases of {' and '.join(names)} that agree, or list one of them under "
+                f"the manifest's no_deps (ascendpatch installs it with pip --no-deps and "
+                f"reports what it leaves unmet)")
+    return f"change the manifest's pin of {conflict.package} to what {parties[0]} accepts" \
+        if parties else f"fix the manifest's pins of {conflict.package}"
