@@ -126,6 +126,14 @@ def _folder(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", type=Path, metavar="DIR")
 
 
+def _bundle(p: argparse.ArgumentParser) -> None:
+    _folder(p)
+    p.add_argument("--platform", metavar="TAG",
+                   help="wheels for another platform, e.g. manylinux2014_aarch64 (binary only)")
+    p.add_argument("--python-version", metavar="X.Y",
+                   help="wheels for another Python version, e.g. 3.11 (binary only)")
+
+
 def _sandbox(p: argparse.ArgumentParser) -> None:
     _folder(p)
     p.add_argument("--vllm-ascend", default="0.18.0", metavar="VERSION")
@@ -223,7 +231,7 @@ COMMANDS = (
     Command("sandbox", "a throwaway target: real vllm-ascend wheel + stand-ins",
             _C + "sandbox:from_args", _sandbox, source=True),
     Command("bundle", "build a wheelhouse of ascendpatch for offline hosts",
-            _C + "bundle:from_args", _folder),
+            _C + "bundle:from_args", _bundle),
     Command("logs", "triage serve logs: known-benign, known faults, unknown",
             _C + "logs:from_args", _logs),
     Command("smoke", "GET /v1/models, then one chat completion with top_p=0.9",
