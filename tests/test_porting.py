@@ -70,8 +70,8 @@ def test_port_write_adds_a_variant_and_keeps_the_catalog_comments(
     shifted = b"# a new header comment upstream\n" * 4 + wheels.wheel_member("0.26.0rc1",
                                                                             wheels.SAMPLER)
     _fake_release(house, "0.99.1", shifted)
-    result = run_cli("port", "sampler-topk-topp-fallback", "--to", "0.99.1", "--write",
-                     "--offline", "--wheelhouse", house)
+    result = run_cli("port", "sampler-topk-topp-fallback", "--from", "0.26.0rc1", "--to",
+                     "0.99.1", "--write", "--offline", "--wheelhouse", house)
     assert result.code == 0, result.out + result.err
     assert "applies at offset +4" in result.out and "added variant ==0.99.1" in result.out
     text = (data / "manifests/default.yaml").read_text()
