@@ -198,6 +198,17 @@ def _catalog_check(p: argparse.ArgumentParser) -> None:
                         "decided by content (a weekly maintainer check)")
 
 
+def _fleet_report(p: argparse.ArgumentParser) -> None:
+    p.add_argument("snapshots", nargs="+", type=Path, metavar="SNAPSHOT",
+                   help="snapshot files (HOST.json) or folders of them")
+    p.add_argument("--baseline", type=Path, metavar="FILE",
+                   help="compare with this snapshot (default: the majority per package/patch)")
+    p.add_argument("--hosts", type=Path, metavar="FILE",
+                   help="every host expected, one per line: those without a snapshot are missing")
+    p.add_argument("-o", "--output", type=Path, metavar="report.html",
+                   help="also write a self-contained HTML page")
+
+
 def _nothing(p: argparse.ArgumentParser) -> None:
     del p
 
@@ -246,5 +257,7 @@ COMMANDS = (
             _C + "port:from_args", _port, source=True),
     Command("catalog-check", "matrix of diff artifacts x releases",
             _C + "port:catalog_from_args", _catalog_check, source=True),
+    Command("fleet-report", "drift of many hosts' snapshots against a baseline",
+            _C + "fleet:from_args", _fleet_report),
     Command("manifests", "list the bundled manifests", _C + "manifests:from_args", _nothing),
 )

@@ -72,6 +72,9 @@ def render(result: CommandResult, *, as_json: bool, color: str,
         console.print(f"[{_STYLE[Level.WARN]}]\\[WARN][/] {_escape(note)}")
     for item in result.results:
         _render_item(console, item, show_diff)
+    fleet = result.extra.get("fleet")
+    if isinstance(fleet, dict):
+        fleet_table(fleet, out, color)
     if result.summary:
         console.print(_escape(result.summary))
 
@@ -84,6 +87,33 @@ def _render_item(console: Any, item: Item, show_diff: bool) -> None:
                 console.print(f"    {_escape(text)}")
     if show_diff and isinstance(item, ArtifactResult) and item.diff:
         console.print(_escape(item.diff.rstrip("\n")))
+
+
+_CELL = {"OK": "green", "WARN": "yellow", "FAIL": "bold red"}
+
+
+def fleet_table(doc: dict[str, Any], stream: IO[str], color: str) -> None:
+    """fleet-report: hosts x (stack pins, artifacts, files, drift count), outliers in red."""
+    from rich.console import Console
+    from rich.table import Table
+
+    plain = color == "never" or (color == "auto" and not _isatty(stream))
+    table = Table(title=f"fleet against the {doc['baseline']['source']}", show_lines=False)
+    table.add_column("host")
+    for check in doc["columns"]:
+        table.add_column(check.split(":", 1)[-1])
+    table.add_column("drift", justify="right")
+    for host in doc["hosts"]:
+        style = {"ok": "green", "outlier": "yellow", "drift": "bold red",
+                 "missing": "magenta"}[host["status"]]
+        if host["status"] == "missing":
+            cells = ["missing"] * len(doc["columns"])
+        else:
+            cells = [f"[{_CELL[c['level']]}]{_escape(c['value'])}[/]" for c in host["cells"]]
+        table.add_row(f"[{style}]{_escape(host['host'])}[/]", *cells,
+                      "-" if host["status"] == "missing" else str(host["drift"]))
+    Console(file=stream, no_color=plain, force_terminal=True if color == "always" else None,
+            highlight=False, width=max(100, 14 * (len(doc["columns"]) + 2))).print(table)
 
 
 def to_json(result: CommandResult) -> dict[str, Any]:

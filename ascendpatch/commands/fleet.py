@@ -1,0 +1,133 @@
+"""``ascendpatch fleet-report SNAPSHOT... [--baseline FILE] [--hosts FILE] [-o report.html]``.
+
+Bad input, as documented in the README:
+
+* two snapshot files for the same host: refused, exit 2 (which one is true is not ours to
+  guess), nothing written;
+* a snapshot that cannot be read, is truncated or foreign JSON, or has another format version:
+  a ``[WARN]`` naming the file and why; that host is shown as *missing* (never as healthy) and
+  the report covers the rest;
+* a host listed in ``--hosts`` (the Ansible playbooks write ``hosts.txt``) without a snapshot,
+  e.g. a node that was unreachable: shown as missing;
+* a bad ``--baseline``, or no readable snapshot at all: exit 2.
+
+Exit 1 when any host drifts or is missing, 0 when every host matches the baseline.
+"""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from collections.abc import Sequence
+from pathlib import Path
+
+from ascendpatch import fleet
+from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
+from ascendpatch.fleet import FleetReport, HostRow, HostSnapshot
+from ascendpatch.results import CheckResult, CommandResult, Level
+
+
+def expand(paths: Sequence[Path]) -> list[Path]:
+    """Snapshot files; a folder stands for the ``*.json`` files in it."""
+    out: list[Path] = []
+    for path in paths:
+        out.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    return out
+
+
+def read_hosts(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"hosts file {path} cannot be read ({exc})",
+                                fix="one host name per line") from None
+    return [s for s in (line.split("#", 1)[0].strip() for line in text.splitlines()) if s]
+
+
+def load_all(paths: Sequence[Path]) -> tuple[list[HostSnapshot], list[HostRow], list[str]]:
+    duplicates = fleet.duplicate_hosts(paths)
+    if duplicates:
+        host, files = sorted(duplicates.items())[0]
+        raise InvalidInputError(f"two snapshots of host {host}: {' and '.join(files)}",
+                                fix="keep one snapshot per host (hosts are named by the file "
+                                    "name without .json)")
+    intern = fleet.Interner()
+    good: list[HostSnapshot] = []
+    missing: list[HostRow] = []
+    warnings: list[str] = []
+    for path in paths:
+        try:
+            good.append(fleet.read(path, intern))
+        except InvalidInputError as exc:
+            warnings.append(f"skipped {exc}; host {fleet.host_name(path)} is shown as missing")
+            missing.append(fleet.missing_row(fleet.host_name(path), str(exc), str(path)))
+    return good, missing, warnings
+
+
+def _baseline(path: Path | None, hosts: Sequence[HostSnapshot],
+              owners: fleet.Owners) -> fleet.Baseline:
+    if path is None:
+        return fleet.majority_baseline(hosts, owners)
+    try:
+        return fleet.baseline_from(fleet.read(path))
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"baseline: {exc}",
+                                fix="pass a snapshot written by 'ascendpatch snapshot'") from None
+
+
+def _unanswered(expected: Sequence[str], rows: Sequence[HostRow],
+                hosts: Sequence[HostSnapshot]) -> list[HostRow]:
+    seen = {h.host for h in hosts} | {r.host for r in rows}
+    return [fleet.missing_row(h, "no snapshot (the node did not answer or was not reached)")
+            for h in dict.fromkeys(expected) if h not in seen]
+
+
+def report(paths: Sequence[Path], baseline: Path | None = None,
+           hosts_file: Path | None = None) -> FleetReport:
+    files = expand(paths)
+    expected = read_hosts(hosts_file) if hosts_file is not None else []
+    good, missing, warnings = load_all(files)
+    owners = fleet.Owners()
+    if not good:
+        raise InvalidInputError("no readable snapshot among " + ", ".join(map(str, files)),
+                                fix="fetch them with the audit playbook or 'ascendpatch "
+                                    "snapshot -o HOST.json'")
+    missing += _unanswered(expected, missing, good)
+    return fleet.build(good, _baseline(baseline, good, owners), missing, warnings, owners)
+
+
+def _host_line(row: HostRow) -> CheckResult:
+    if row.status == "missing":
+        return CheckResult(f"host:{row.host}", "fleet", Level.FAIL,
+                           f"{row.host}: missing ({row.reason})")
+    if row.status == "ok":
+        return CheckResult(f"host:{row.host}", "fleet", Level.OK,
+                           f"{row.host}: as the baseline")
+    level = Level.FAIL if row.status == "drift" else Level.WARN
+    bad = [c.detail for c in row.cells if c.level is level]
+    what = "drifted" if row.status == "drift" else "outlier"
+    return CheckResult(f"host:{row.host}", "fleet", level,
+                       f"{row.host}: {what}, {row.drift} difference(s) from the baseline: "
+                       + "; ".join(bad[:3]), details=row.diff[:20])
+
+
+def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | None = None,
+        output: Path | None = None) -> CommandResult:
+    rep = report(paths, baseline, hosts_file)
+    doc = fleet.to_json(rep)
+    if output is not None:
+        from ascendpatch import fleethtml
+        from ascendpatch.store import atomic
+
+        atomic.write_atomic(output, fleethtml.render(doc).encode("utf-8"))
+    summary = (f"fleet: {len(rep.rows)} host(s) against the {rep.baseline.source}: "
+               f"{len(rep.drifted)} drifted, {len(rep.outliers)} outlier(s), "
+               f"{len(rep.missing)} missing"
+               + (f"; report written to {output}" if output else ""))
+    code = EXIT_PROBLEMS if rep.drifted or rep.outliers or rep.missing else EXIT_OK
+    return CommandResult("fleet-report", tuple(_host_line(r) for r in rep.rows),
+                         notes=rep.warnings, summary=summary, exit_code_override=code,
+                         extra={"fleet": doc})
+
+
+def from_args(args: Namespace) -> CommandResult:
+    return run(args.snapshots, args.baseline, args.hosts, args.output)

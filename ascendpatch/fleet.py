@@ -1,0 +1,374 @@
+"""A fleet's drift: many hosts' snapshots against one baseline (given, or the majority).
+
+Pure comparison, no printing and no writing: ``commands/fleet.py`` calls it and the renderers
+(``output.py`` for the terminal, ``fleethtml.py`` for the page) show the result.
+
+A host is named by its snapshot's file name without ``.json`` (the Ansible role fetches each
+node's snapshot as ``<inventory_hostname>.json``). Each host gets one cell per check:
+
+* ``pkg:NAME``       the installed version against the baseline's (stack pins, and every
+                     package whose version is not the same on all hosts);
+* ``artifact:ID``    the artifact's status against the baseline's;
+* ``files``          how many hashed files differ from the baseline (modified, missing, added).
+
+Levels: ``OK`` as the baseline; ``WARN`` (amber) a package the baseline does not have, or an
+artifact whose baseline status is itself unhealthy; ``FAIL`` (red) anything else that differs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.results import Level
+from ascendpatch.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_KIND
+
+HEALTHY_ARTIFACT = ("already-applied", "applied", "skipped")
+ABSENT = "absent"
+# Packages whose version is always a column when present (the stack the catalog pins).
+STACK = ("vllm-ascend", "vllm", "torch", "torch-npu", "transformers")
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    host: str
+    source: str
+    packages: dict[str, str]
+    artifacts: dict[str, str]
+    files: dict[str, str]
+    created: str = ""
+    manifest: str = ""
+
+
+Group = tuple[str, str]  # (owning package, its version); ("", "") for files of no package
+
+
+@dataclass(frozen=True)
+class Baseline:
+    source: str  # "majority of N hosts" or the file
+    packages: dict[str, str]  # ABSENT when most hosts lack it
+    artifacts: dict[str, str]
+    files: dict[Group, dict[str, str]]  # per owner version: path -> sha256 (ABSENT: not there)
+    comparable: frozenset[Group]  # groups with a reference (in majority mode: >= 2 hosts)
+
+
+@dataclass(frozen=True)
+class Cell:
+    check: str
+    level: Level
+    value: str
+    expected: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class HostRow:
+    host: str
+    status: str  # "ok", "outlier" (amber only), "drift" (something red) or "missing"
+    cells: tuple[Cell, ...] = ()
+    drift: int = 0
+    diff: tuple[str, ...] = ()  # "-baseline" / "+host" lines
+    source: str = ""
+    reason: str = ""  # why a host is missing
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    columns: tuple[str, ...]
+    rows: tuple[HostRow, ...]
+    baseline: Baseline
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def drifted(self) -> tuple[HostRow, ...]:
+        return tuple(r for r in self.rows if r.status == "drift")
+
+    @property
+    def outliers(self) -> tuple[HostRow, ...]:
+        return tuple(r for r in self.rows if r.status == "outlier")
+
+    @property
+    def missing(self) -> tuple[HostRow, ...]:
+        return tuple(r for r in self.rows if r.status == "missing")
+
+
+@dataclass
+class Interner:
+    """File paths and hashes repeat across hosts: keep one string object for each."""
+
+    seen: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, text: str) -> str:
+        return self.seen.setdefault(text, text)
+
+
+def host_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".json", ".snapshot"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def parse(doc: Any, source: str, host: str, intern: Interner | None = None) -> HostSnapshot:
+    """A snapshot document as a HostSnapshot; InvalidInputError names what is wrong."""
+    intern = intern or Interner()
+    if not isinstance(doc, dict) or doc.get("kind") != SNAPSHOT_KIND:
+        raise InvalidInputError(f"{source} is not an ascendpatch snapshot (foreign JSON)")
+    if doc.get("format") != SNAPSHOT_FORMAT:
+        raise InvalidInputError(f"{source} is a snapshot of format {doc.get('format')!r}; "
+                                f"this ascendpatch reads format {SNAPSHOT_FORMAT}")
+    try:
+        packages = {intern(str(name)): intern(str(d["version"]))
+                    for name, d in doc["distributions"].items()}
+        artifacts = {intern(str(k)): intern(str(v)) for k, v in doc["artifacts"].items()}
+        files = {intern(str(k)): intern(str(v)) for k, v in doc["files"].items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise InvalidInputError(f"{source} is an incomplete snapshot (no {exc})") from None
+    return HostSnapshot(host, source, packages, artifacts, files,
+                        str(doc.get("created", "")), str(doc.get("manifest", "")))
+
+
+def read(path: Path, intern: Interner | None = None) -> HostSnapshot:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{path} cannot be read ({exc})") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f"{path} is not valid JSON (truncated? {exc})") from None
+    return parse(doc, str(path), host_name(path), intern)
+
+
+def duplicate_hosts(paths: Sequence[Path]) -> dict[str, list[str]]:
+    """Host names given by more than one snapshot file (which one is true is not ours to pick)."""
+    by_host: dict[str, list[str]] = {}
+    for path in paths:
+        by_host.setdefault(host_name(path), []).append(str(path))
+    return {h: files for h, files in by_host.items() if len(files) > 1}
+
+
+def _majority(values: Iterable[str]) -> str:
+    counts = Counter(values)
+    best = max(counts.values())
+    return min(v for v, n in counts.items() if n == best)  # ties: the smallest, stable
+
+
+@dataclass
+class Owners:
+    """Which package a hashed file belongs to, from its top-level name (cached per name)."""
+
+    cache: dict[str, str] = field(default_factory=dict)
+    memo: dict[str, dict[Group, dict[str, str]]] = field(default_factory=dict)
+
+    def of(self, rel: str) -> str:
+        top = rel.split("/", 1)[0]
+        owner = self.cache.get(top)
+        if owner is None:
+            stem = top.removesuffix(".py")
+            if stem.endswith((".dist-info", ".data")):
+                stem = stem.rsplit(".", 1)[0].split("-", 1)[0]
+            owner = self.cache[top] = canonicalize_name(stem)
+        return owner
+
+    def groups(self, host: HostSnapshot) -> dict[Group, dict[str, str]]:
+        key = f"{host.host}\0{host.source}"
+        if key not in self.memo:
+            self.memo[key] = self._group(host)
+        return self.memo[key]
+
+    def _group(self, host: HostSnapshot) -> dict[Group, dict[str, str]]:
+        out: dict[Group, dict[str, str]] = {}
+        for rel, digest in host.files.items():
+            owner = self.of(rel)
+            version = host.packages.get(owner)
+            group = (owner, version) if version is not None else ("", "")
+            out.setdefault(group, {})[rel] = digest
+        return out
+
+
+def _group_of_host(host: HostSnapshot, group: Group) -> bool:
+    return group == ("", "") or host.packages.get(group[0]) == group[1]
+
+
+def majority_baseline(hosts: Sequence[HostSnapshot], owners: Owners | None = None) -> Baseline:
+    owners = owners or Owners()
+
+    def vote(maps: list[dict[str, str]]) -> dict[str, str]:
+        keys = sorted(set().union(*maps)) if maps else []
+        return {k: _majority(m.get(k, ABSENT) for m in maps) for k in keys}
+
+    grouped = [owners.groups(h) for h in hosts]
+    every = {g for groups in grouped for g in groups}
+    per_group = {g: [groups.get(g, {}) for h, groups in zip(hosts, grouped, strict=True)
+                     if _group_of_host(h, g)] for g in every}
+    files = {g: vote(maps) for g, maps in per_group.items()}
+    comparable = frozenset(g for g, maps in per_group.items() if len(maps) >= 2)
+    return Baseline(f"majority of {len(hosts)} host(s)",
+                    vote([h.packages for h in hosts]), vote([h.artifacts for h in hosts]),
+                    files, comparable)
+
+
+def baseline_from(snapshot: HostSnapshot, owners: Owners | None = None) -> Baseline:
+    files = (owners or Owners()).groups(snapshot)
+    return Baseline(snapshot.source, dict(snapshot.packages), dict(snapshot.artifacts), files,
+                    frozenset(files))
+
+
+def columns(hosts: Sequence[HostSnapshot], base: Baseline) -> tuple[str, ...]:
+    names = set(base.packages) | {n for h in hosts for n in h.packages}
+    shown = [n for n in sorted(names)
+             if n in STACK or any(h.packages.get(n, ABSENT) != base.packages.get(n, ABSENT)
+                                  for h in hosts)]
+    shown.sort(key=lambda n: (n not in STACK, STACK.index(n) if n in STACK else 0, n))
+    artifacts = sorted(set(base.artifacts) | {a for h in hosts for a in h.artifacts})
+    return (*(f"pkg:{n}" for n in shown), *(f"artifact:{a}" for a in artifacts), "files")
+
+
+def _package_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
+    name = check.removeprefix("pkg:")
+    have, want = host.packages.get(name, ABSENT), base.packages.get(name, ABSENT)
+    if have == want:
+        return Cell(check, Level.OK, have, want, f"{name} {have}, as the baseline")
+    if want == ABSENT:
+        return Cell(check, Level.WARN, have, want,
+                    f"{name} {have} is installed here; the baseline does not have it")
+    if have == ABSENT:
+        return Cell(check, Level.FAIL, have, want, f"{name} is not installed; the baseline "
+                                                   f"has {want}")
+    return Cell(check, Level.WARN, have, want, f"{name} {have}: a version outlier (the "
+                                               f"baseline has {want})")
+
+
+def _artifact_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
+    aid = check.removeprefix("artifact:")
+    have, want = host.artifacts.get(aid, ABSENT), base.artifacts.get(aid, ABSENT)
+    healthy = have in HEALTHY_ARTIFACT
+    if have != want:
+        level = Level.WARN if healthy else Level.FAIL
+        return Cell(check, level, have, want, f"{aid}: {have}; the baseline is {want}")
+    if not healthy and want != ABSENT:
+        return Cell(check, Level.WARN, have, want,
+                    f"{aid}: {have}, as the baseline, which is itself not applied")
+    return Cell(check, Level.OK, have, want, f"{aid}: {have}, as the baseline")
+
+
+@dataclass(frozen=True)
+class FileDrift:
+    changes: tuple[tuple[str, str], ...]  # (modified|missing|added, path)
+    unchecked: tuple[Group, ...]  # owner versions no other host (or the baseline) has
+
+
+def file_drift(host: HostSnapshot, base: Baseline, owners: Owners) -> FileDrift:
+    """Each file against the baseline of the same package version (another version's bytes
+    differ by design: that is a version outlier, not drift)."""
+    changes: list[tuple[str, str]] = []
+    unchecked: list[Group] = []
+    grouped = owners.groups(host)
+    groups = set(grouped) | {g for g in base.comparable if _group_of_host(host, g)}
+    for group in sorted(groups):
+        if group not in base.comparable:
+            unchecked.append(group)
+            continue
+        have, want = grouped.get(group, {}), base.files.get(group, {})
+        for rel, digest in want.items():
+            got = have.get(rel, ABSENT)
+            if got != digest:
+                changes.append(("missing" if got == ABSENT else
+                                "added" if digest == ABSENT else "modified", rel))
+        changes.extend(("added", rel) for rel in have if rel not in want)
+    return FileDrift(tuple(sorted(changes, key=lambda c: c[1])), tuple(unchecked))
+
+
+def _files_cell(drift: FileDrift) -> Cell:
+    changes = drift.changes
+    if changes:
+        counts = Counter(kind for kind, _ in changes)
+        text = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+        first = "; ".join(f"{kind} {rel}" for kind, rel in changes[:3])
+        more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
+        return Cell("files", Level.FAIL, str(len(changes)), "0", f"{text}: {first}{more}")
+    if drift.unchecked:
+        names = ", ".join(f"{o} {v}" for o, v in drift.unchecked)
+        return Cell("files", Level.WARN, "?", "0",
+                    f"not compared: no other host has {names}")
+    return Cell("files", Level.OK, "0", "0", "every hashed file as the baseline")
+
+
+def _diff_lines(cells: Sequence[Cell], drift: FileDrift) -> tuple[str, ...]:
+    lines: list[str] = []
+    for cell in cells:
+        if cell.level is Level.OK or cell.check == "files":
+            continue
+        kind, label = cell.check.split(":", 1)
+        if cell.expected != ABSENT:
+            lines.append(f"-{kind} {label} {cell.expected}")
+        if cell.value != ABSENT:
+            lines.append(f"+{kind} {label} {cell.value}")
+    for kind, rel in drift.changes:
+        lines.append(f"{'-' if kind == 'missing' else '+'}file {rel} ({kind})")
+    return tuple(lines)
+
+
+def compare(host: HostSnapshot, base: Baseline, cols: Sequence[str],
+            owners: Owners | None = None) -> HostRow:
+    drift = file_drift(host, base, owners or Owners())
+    cells: list[Cell] = []
+    for check in cols:
+        if check.startswith("pkg:"):
+            cells.append(_package_cell(check, host, base))
+        elif check.startswith("artifact:"):
+            cells.append(_artifact_cell(check, host, base))
+        else:
+            cells.append(_files_cell(drift))
+    hidden = sum(1 for n in set(base.packages) | set(host.packages)
+                 if f"pkg:{n}" not in cols
+                 and host.packages.get(n, ABSENT) != base.packages.get(n, ABSENT))
+    count = sum(1 for c in cells if c.level is not Level.OK and c.check != "files")
+    count += len(drift.changes) + hidden
+    levels = {c.level for c in cells}
+    status = ("drift" if Level.FAIL in levels else
+              "outlier" if Level.WARN in levels or hidden else "ok")
+    return HostRow(host.host, status, tuple(cells), count, _diff_lines(cells, drift),
+                   host.source)
+
+
+def missing_row(host: str, reason: str, source: str = "") -> HostRow:
+    return HostRow(host, "missing", source=source, reason=reason)
+
+
+def build(hosts: Sequence[HostSnapshot], base: Baseline, missing: Sequence[HostRow] = (),
+          warnings: Sequence[str] = (), owners: Owners | None = None) -> FleetReport:
+    owners = owners or Owners()
+    cols = columns(hosts, base)
+    rows = [compare(h, base, cols, owners) for h in hosts] + list(missing)
+    rows.sort(key=lambda r: r.host)
+    return FleetReport(cols, tuple(rows), base, tuple(warnings))
+
+
+def to_json(report: FleetReport) -> dict[str, Any]:
+    """The report as plain data: what --json prints and what the HTML page embeds."""
+    base = report.baseline
+    return {
+        "baseline": {"source": base.source,
+                     "packages": {k: v for k, v in base.packages.items() if v != ABSENT},
+                     "artifacts": base.artifacts,
+                     "files": sum(len(f) for f in base.files.values())},
+        "columns": list(report.columns),
+        "hosts": [{"host": r.host, "status": r.status, "drift": r.drift, "source": r.source,
+                   "reason": r.reason, "diff": list(r.diff),
+                   "cells": [{"check": c.check, "level": c.level.value, "value": c.value,
+                              "expected": c.expected, "detail": c.detail} for c in r.cells]}
+                  for r in report.rows],
+        "drifted": [r.host for r in report.drifted],
+        "outliers": [r.host for r in report.outliers],
+        "missing": [r.host for r in report.missing],
+        "warnings": list(report.warnings),
+    }

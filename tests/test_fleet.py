@@ -1,0 +1,148 @@
+"""fleet-report over real snapshots of targets built in temp dirs (one site-packages per host)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.kit import make_dist, run_cli, write_manifest
+
+PATCH = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -1,2 +1,3 @@
+ a = 1
++a2 = 2
+ b = 3
+"""
+
+
+def _host(root: Path, manifest: Path, version: str = "1.0", edit: bool = False) -> Path:
+    site = root / "site-packages"
+    make_dist(site, "demo", version, {"demo/__init__.py": "", "demo/mod.py": "a = 1\nb = 3\n"})
+    make_dist(site, "other", "2.0", {"other/__init__.py": "x = 1\n"})
+    assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 0
+    if edit:  # a hand edit of the patched file
+        mod = site / "demo" / "mod.py"
+        mod.write_text(mod.read_text().replace("a2 = 2", "a2 = 3  # local edit"))
+    return site
+
+
+@pytest.fixture
+def snaps(tmp_path: Path) -> Path:
+    """node-a/b/d as each other, node-c hand-edited, node-e at another version."""
+    (tmp_path / "fix.patch").write_text(PATCH)
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1", "source": "fix.patch"}])
+    out = tmp_path / "snapshots"
+    out.mkdir()
+    for host, version, edit in [("node-a", "1.0", False), ("node-b", "1.0", False),
+                                ("node-c", "1.0", True), ("node-d", "1.0", False),
+                                ("node-e", "1.1", False)]:
+        site = _host(tmp_path / host, manifest, version, edit)
+        made = run_cli("--site-packages", site, "--manifest", manifest, "snapshot", "-o",
+                       out / f"{host}.json")
+        assert made.code == 0, made.err
+    return out
+
+
+def _report(*args: str | Path) -> tuple[int, dict[str, object], str]:
+    doc = run_cli("--json", "fleet-report", *args)
+    text = run_cli("--color", "never", "fleet-report", *args)
+    assert "Traceback" not in doc.out + doc.err + text.out + text.err
+    assert doc.code == text.code
+    return text.code, doc.json, text.out + text.err
+
+
+def test_majority_names_the_drifted_host_and_the_version_outlier(snaps: Path) -> None:
+    code, doc, out = _report(snaps)
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict)
+    assert code == 1
+    assert fleet["drifted"] == ["node-c"] and fleet["outliers"] == ["node-e"]
+    assert fleet["missing"] == [] and fleet["baseline"]["packages"]["demo"] == "1.0"
+    assert re.search(r"\[FAIL\] node-c: drifted, .*demo-fix: conflict", out)
+    assert re.search(r"\[WARN\] node-e: outlier, .*demo 1.1: a version outlier", out)
+    assert "[OK] node-a: as the baseline" in out
+    rows = {h["host"]: h for h in fleet["hosts"]}
+    assert "+file demo/mod.py (modified)" in rows["node-c"]["diff"]
+    # node-e's files differ from 1.0's by design: not compared, not drift
+    cells = {c["check"]: c for c in rows["node-e"]["cells"]}
+    assert cells["files"]["level"] == "WARN" and cells["pkg:demo"]["level"] == "WARN"
+    assert "1 drifted, 1 outlier(s), 0 missing" in out
+    assert re.search(r"node-c .* conflict .* 1 ", out)  # the terminal table's row
+
+
+def test_a_fleet_as_its_baseline_exits_0(snaps: Path) -> None:
+    for bad in ("node-c", "node-e"):
+        (snaps / f"{bad}.json").unlink()
+    code, _, out = _report(snaps)
+    assert code == 0 and "3 host(s) against the majority of 3 host(s): 0 drifted" in out
+
+
+def test_a_given_baseline_is_the_reference(snaps: Path) -> None:
+    code, doc, _ = _report(snaps, "--baseline", snaps / "node-e.json")
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict) and code == 1
+    assert fleet["baseline"]["source"].endswith("node-e.json")
+    assert set(fleet["outliers"]) == {"node-a", "node-b", "node-d"}
+
+
+def test_bad_snapshots_are_named_skipped_and_shown_missing(snaps: Path) -> None:
+    good = (snaps / "node-a.json").read_text()
+    (snaps / "node-f.json").write_text(good[: len(good) // 2])  # truncated
+    (snaps / "node-g.json").write_text(json.dumps({"hello": "world"}))  # foreign
+    (snaps / "node-h.json").write_text(good.replace('"format": 1', '"format": 2'))
+    code, doc, out = _report(snaps)
+    assert code == 1
+    assert re.search(r"\[WARN\] skipped .*node-f.json is not valid JSON \(truncated", out)
+    assert re.search(r"\[WARN\] skipped .*node-g.json is not an ascendpatch snapshot", out)
+    assert re.search(r"\[WARN\] skipped .*node-h.json is a snapshot of format 2", out)
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict)
+    assert fleet["missing"] == ["node-f", "node-g", "node-h"]
+    assert fleet["drifted"] == ["node-c"]  # the rest is covered
+
+
+def test_two_snapshots_of_one_host_are_refused(snaps: Path, tmp_path: Path) -> None:
+    other = tmp_path / "again"
+    other.mkdir()
+    (other / "node-a.json").write_text((snaps / "node-b.json").read_text())
+    page = tmp_path / "r.html"
+    run = run_cli("fleet-report", snaps, other / "node-a.json", "-o", page)
+    assert run.code == 2 and not page.exists()
+    assert "two snapshots of host node-a" in run.err and str(other / "node-a.json") in run.err
+
+
+def test_hosts_without_a_snapshot_are_missing_not_healthy(snaps: Path, tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("node-a\nnode-b\nnode-c\nnode-d\nnode-e\nnode-x  # unreachable\n")
+    code, doc, out = _report(snaps, "--hosts", hosts)
+    assert code == 1 and "[FAIL] node-x: missing (no snapshot" in out
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict) and fleet["missing"] == ["node-x"]
+
+
+def test_bad_baseline_and_nothing_readable_exit_2(snaps: Path, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.json"
+    junk.write_text("{")
+    run = run_cli("fleet-report", snaps, "--baseline", junk)
+    assert run.code == 2 and "baseline:" in run.err and "junk.json" in run.err
+    run = run_cli("fleet-report", junk)
+    assert run.code == 2 and "no readable snapshot" in run.err
+
+
+def test_html_page_is_self_contained(snaps: Path, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    assert run_cli("fleet-report", snaps, "-o", page).code == 1
+    html = page.read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "@import" not in html and "url(" not in html
+    assert re.search(r'<tr class="host drift" id="host-node-c"', html)
+    assert re.search(r'<tr class="host outlier" id="host-node-e"', html)
+    assert 'id="only-drifted"' in html and 'id="diff-node-c"' in html
+    assert "+file demo/mod.py (modified)" in html
