@@ -1,0 +1,299 @@
+#!/usr/bin/python
+# Copyright: ascendpatch contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Run the ascendpatch tool installed on a node and map its --json result onto Ansible."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: ascendpatch
+short_description: Apply, revert, verify, audit and snapshot vllm-ascend patches with ascendpatch
+version_added: "0.1.0"
+description:
+  - Runs the C(ascendpatch) tool installed on the node (see the C(ascendpatch.fleet.ascendpatch)
+    role, which installs it from a wheelhouse) with C(--json) and maps its result onto Ansible.
+  - C(changed) is true only when bytes of the target changed (C(apply), C(revert), C(install)).
+    C(verify), C(audit) and C(snapshot) never change the target.
+  - The task fails when the tool exits 1 (problems found or refused), 2 (invalid input) or 3
+    (unexpected error), with the tool's own message.
+  - In check mode C(apply) runs C(ascendpatch plan), C(revert) runs C(ascendpatch status) and
+    C(install) runs C(ascendpatch install --dry-run); nothing is written. C(snapshot) is
+    skipped in check mode.
+  - In diff mode C(apply) returns the unified diff of what it changes (or would change).
+options:
+  command:
+    description: The ascendpatch command to run.
+    type: str
+    required: true
+    choices: [apply, revert, verify, audit, snapshot, install]
+  ids:
+    description: Artifact ids to apply or revert (default, the manifest's required ones).
+    type: list
+    elements: str
+    default: []
+  with_ids:
+    description: Optional artifacts to add (C(--with)), for C(apply) and C(verify).
+    type: list
+    elements: str
+    default: []
+    aliases: [with]
+  python:
+    description: The target interpreter (C(--python)).
+    type: path
+  site_packages:
+    description: A site-packages folder to operate on without running an interpreter.
+    type: path
+  manifest:
+    description: A bundled manifest name or the path of a manifest YAML on the node.
+    type: str
+    default: default
+  output:
+    description: Where C(snapshot) writes its JSON on the node. Required for C(snapshot).
+    type: path
+  baseline:
+    description: For C(audit), also report packages changed since this snapshot on the node.
+    type: path
+  wheelhouse:
+    description: For C(install), install from this folder only (C(--offline --wheelhouse)).
+    type: path
+  no_probes:
+    description: For C(verify), skip the operator probes.
+    type: bool
+    default: false
+  lock_timeout:
+    description: Seconds to wait for another run's lock on the target.
+    type: float
+    default: 300
+  executable:
+    description:
+      - The ascendpatch executable. Default, C(ascendpatch) on the PATH, then
+        C(~/.local/share/ascendpatch/venv/bin/ascendpatch) (where the role installs it).
+    type: path
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+notes:
+  - The node needs ascendpatch installed; the C(ascendpatch.fleet.ascendpatch) role does it.
+author:
+  - ascendpatch maintainers (@ascendpatch)
+"""
+
+EXAMPLES = r"""
+- name: Apply the catalog's fixes to the serving environment
+  ascendpatch.fleet.ascendpatch:
+    command: apply
+    python: /usr/local/python3.11.14/bin/python3
+
+- name: Verify, with the SmoothQuant drop-in expected
+  ascendpatch.fleet.ascendpatch:
+    command: verify
+    python: /usr/local/python3.11.14/bin/python3
+    with: [smoothquant]
+
+- name: Snapshot the environment, to fetch it to the controller
+  ascendpatch.fleet.ascendpatch:
+    command: snapshot
+    python: /usr/local/python3.11.14/bin/python3
+    output: /tmp/ascendpatch-snapshot.json
+"""
+
+RETURN = r"""
+rc:
+  description: The tool's exit code (0 desired state, 1 problems, 2 invalid input, 3 bug).
+  returned: always
+  type: int
+  sample: 0
+cmd:
+  description: The command line that ran.
+  returned: always
+  type: list
+  elements: str
+result:
+  description: The tool's C(--json) document (results, notes, exit code).
+  returned: when the tool ran
+  type: dict
+changed_files:
+  description: Files whose bytes changed (or would change in check mode).
+  returned: for apply, revert
+  type: list
+  elements: str
+  sample: [vllm_ascend/sample/sampler.py]
+snapshot:
+  description: The path of the snapshot written on the node.
+  returned: for snapshot
+  type: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+ROLE = "ascendpatch.fleet.ascendpatch"
+APPLIED = ("already-applied", "applied", "partial")
+
+
+def find_executable(module):
+    given = module.params["executable"]
+    if given:
+        return given if os.access(given, os.X_OK) else None
+    found = module.get_bin_path("ascendpatch")
+    if found:
+        return found
+    default = os.path.expanduser("~/.local/share/ascendpatch/venv/bin/ascendpatch")
+    return default if os.access(default, os.X_OK) else None
+
+
+def base_args(module, exe):
+    p = module.params
+    args = [exe, "--json", "--color", "never", "--manifest", p["manifest"],
+            "--lock-timeout", str(p["lock_timeout"])]
+    if p["python"]:
+        args += ["--python", p["python"]]
+    elif p["site_packages"]:
+        args += ["--site-packages", p["site_packages"]]
+    return args
+
+
+def with_args(module):
+    out = []
+    for aid in module.params["with_ids"]:
+        out += ["--with", aid]
+    return out
+
+
+def command_args(module, check):
+    """The subcommand and its options: the read-only stand-in in check mode."""
+    p = module.params
+    name = p["command"]
+    if name == "apply":
+        return (["plan"] if check else ["apply"]) + p["ids"] + with_args(module)
+    if name == "revert":
+        return (["status"] if check else ["revert"]) + p["ids"]
+    if name == "install":
+        source = ["--offline", "--wheelhouse", p["wheelhouse"]] if p["wheelhouse"] else []
+        return ["install"] + (["--dry-run"] if check else []) + source
+    if name == "verify":
+        return ["verify"] + (["--no-probes"] if p["no_probes"] else []) + with_args(module)
+    if name == "audit":
+        return ["audit"] + (["--baseline", p["baseline"]] if p["baseline"] else [])
+    return ["snapshot", "-o", p["output"]]
+
+
+def run_tool(module, args):
+    rc, out, err = module.run_command(args, check_rc=False)
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = None
+    return rc, doc, out, err
+
+
+def message_of(doc, err, rc):
+    if doc is None:
+        return (err or "").strip() or "ascendpatch exited %d without a JSON result" % rc
+    if doc.get("error"):
+        return doc["error"]["message"]
+    bad = [r["message"] for r in doc.get("results", []) if r.get("level") == "FAIL"]
+    return "; ".join(bad) or "ascendpatch exited %d" % rc
+
+
+def changed_files(doc, mode):
+    """Files whose bytes changed ("written"), would change on apply ("pending") or on revert
+    ("applied": what is applied now)."""
+    statuses = {"pending": ("not-applied", "partial"), "applied": APPLIED}.get(mode)
+    files = []
+    for item in doc.get("results", []):
+        for entry in item.get("files", []):
+            if statuses is not None:
+                wanted = item.get("status") in statuses
+            else:
+                wanted = entry.get("sha256_before") != entry.get("sha256_after")
+            if wanted:
+                files.append(entry["path"])
+    return files
+
+
+def file_mode(name, check):
+    if not check:
+        return "written"
+    return "pending" if name == "apply" else "applied"
+
+
+def is_changed(name, doc, check):
+    if name == "install":
+        return any(r.get("id", "").startswith("plan:") for r in doc.get("results", []))
+    if name in ("apply", "revert"):
+        return bool(changed_files(doc, file_mode(name, check)))
+    return False
+
+
+def apply_diff(doc):
+    parts = [r["diff"] for r in doc.get("results", []) if r.get("diff")]
+    return {"prepared": "".join(parts)} if parts else None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            command=dict(type="str", required=True,
+                         choices=["apply", "revert", "verify", "audit", "snapshot", "install"]),
+            ids=dict(type="list", elements="str", default=[]),
+            with_ids=dict(type="list", elements="str", default=[], aliases=["with"]),
+            python=dict(type="path"),
+            site_packages=dict(type="path"),
+            manifest=dict(type="str", default="default"),
+            output=dict(type="path"),
+            baseline=dict(type="path"),
+            wheelhouse=dict(type="path"),
+            no_probes=dict(type="bool", default=False),
+            lock_timeout=dict(type="float", default=300),
+            executable=dict(type="path"),
+        ),
+        mutually_exclusive=[["python", "site_packages"]],
+        required_if=[["command", "snapshot", ["output"]]],
+        supports_check_mode=True,
+    )
+    name = module.params["command"]
+    check = module.check_mode
+    exe = find_executable(module)
+    if exe is None:
+        module.fail_json(msg="ascendpatch is not installed on this node (looked for %s); "
+                             "install it with the role %s" % (
+                                 module.params["executable"] or "ascendpatch on the PATH and "
+                                 "~/.local/share/ascendpatch/venv/bin/ascendpatch", ROLE),
+                         rc=None)
+    if name == "snapshot" and check:
+        module.exit_json(changed=False, skipped=True, rc=0, cmd=[],
+                         msg="check mode: no snapshot written")
+    diff = None
+    if name == "apply" and module._diff and not check:
+        _, planned, _, _ = run_tool(module, base_args(module, exe) + ["plan"]
+                                         + module.params["ids"] + with_args(module))
+        diff = apply_diff(planned) if planned else None
+    args = base_args(module, exe) + command_args(module, check)
+    rc, doc, _, err = run_tool(module, args)
+    # check mode stand-ins (plan, status, install --dry-run) exit 1 when something is pending
+    pending = check and name in ("apply", "revert", "install") and rc == 1 and doc is not None \
+        and doc.get("ok")
+    result = dict(rc=rc, cmd=args, result=doc, stderr=err)
+    if rc != 0 and not pending:
+        module.fail_json(msg=message_of(doc, err, rc), **result)
+    if name == "apply" and check:
+        diff = apply_diff(doc)
+    if name in ("apply", "revert"):
+        result["changed_files"] = changed_files(doc, file_mode(name, check))
+    if name == "snapshot":
+        result["snapshot"] = module.params["output"]
+    if diff and module._diff:
+        result["diff"] = diff
+    module.exit_json(changed=is_changed(name, doc, check), **result)
+
+
+if __name__ == "__main__":
+    main()
