@@ -74,8 +74,10 @@ options:
     type: path
 attributes:
   check_mode:
+    description: Runs the read-only counterpart (plan, status, install --dry-run).
     support: full
   diff_mode:
+    description: Returns the unified diff of what apply changes or would change.
     support: full
 notes:
   - The node needs ascendpatch installed; the C(ascendpatch.fleet.ascendpatch) role does it.
@@ -145,7 +147,8 @@ def find_executable(module):
     found = module.get_bin_path("ascendpatch")
     if found:
         return found
-    default = os.path.expanduser("~/.local/share/ascendpatch/venv/bin/ascendpatch")
+    default = os.path.join(os.environ.get("HOME", "/root"),
+                           ".local/share/ascendpatch/venv/bin/ascendpatch")
     return default if os.access(default, os.X_OK) else None
 
 
@@ -191,7 +194,7 @@ def run_tool(module, args):
         doc = json.loads(out)
     except ValueError:
         doc = None
-    return rc, doc, out, err
+    return rc, doc, err
 
 
 def message_of(doc, err, rc):
@@ -273,14 +276,14 @@ def main():
                          msg="check mode: no snapshot written")
     diff = None
     if name == "apply" and module._diff and not check:
-        _, planned, _, _ = run_tool(module, base_args(module, exe) + ["plan"]
-                                         + module.params["ids"] + with_args(module))
+        planned = run_tool(module, base_args(module, exe) + ["plan"]
+                           + module.params["ids"] + with_args(module))[1]
         diff = apply_diff(planned) if planned else None
     args = base_args(module, exe) + command_args(module, check)
-    rc, doc, _, err = run_tool(module, args)
+    rc, doc, err = run_tool(module, args)
     # check mode stand-ins (plan, status, install --dry-run) exit 1 when something is pending
-    pending = check and name in ("apply", "revert", "install") and rc == 1 and doc is not None \
-        and doc.get("ok")
+    pending = (check and name in ("apply", "revert", "install") and rc == 1
+               and doc is not None and doc.get("ok"))
     result = dict(rc=rc, cmd=args, result=doc, stderr=err)
     if rc != 0 and not pending:
         module.fail_json(msg=message_of(doc, err, rc), **result)

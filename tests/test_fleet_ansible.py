@@ -1,0 +1,310 @@
+"""The ascendpatch.fleet collection, run for real: ansible-playbook (ansible-core from PyPI)
+against four hosts with ``ansible_connection=local``, each with its own sandbox target built from
+a real vllm-ascend wheel (node-4 at another release; node-3 gets a hand-edited patched file),
+plus node-gone, a host over SSH that does not answer. Then fleet-report on the snapshots the
+playbooks fetched, and the HTML page in headless Chromium (Debian's package).
+
+One sandbox is built per release and copied for the other hosts (a venv works from a copy:
+its interpreter finds pyvenv.cfg next to it). The playbooks run once each, in the order a
+platform team would run them; the tests below read what those runs left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests import wheels
+from tests.kit import REPO, tree_digest
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+HOSTS = ("node-1", "node-2", "node-3", "node-4")
+OTHER_VERSION = "0.18.0rc1"  # node-4: another affected release (the fix applies there too)
+GUARD = "        return _apply_top_k_top_p_pytorch(logits, k, p)\n"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync")
+
+
+@dataclass
+class Fleet:
+    root: Path
+    env: dict[str, str]
+    inventory: Path
+    snapshots: Path
+    runs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+    digests: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    tool_after_check: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def host_dir(self, host: str) -> Path:
+        return self.root / host
+
+    def python(self, host: str) -> Path:
+        return self.host_dir(host) / "target" / "bin" / "python"
+
+    def digest_all(self) -> dict[str, dict[str, str]]:
+        return {h: tree_digest(self.host_dir(h)) for h in HOSTS}
+
+    def playbook(self, key: str, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        proc = self.run(BIN / "ansible-playbook", "-i", self.inventory,
+                         f"ascendpatch.fleet.{name}", *args)
+        self.runs[key] = proc
+        return proc
+
+    def adhoc(self, key: str, host: str, module_args: str,
+              *args: str) -> subprocess.CompletedProcess[str]:
+        proc = self.run(BIN / "ansible", "-i", self.inventory, host, "-m",
+                         "ascendpatch.fleet.ascendpatch", "-a", module_args, *args)
+        self.runs[key] = proc
+        return proc
+
+    def run(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
+        start = time.monotonic()
+        proc = subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                              env=self.env, cwd=self.root, timeout=600, check=False,
+                              stdin=subprocess.DEVNULL)
+        key = " ".join(str(a) for a in args[3:5])
+        self.seconds[key] = self.seconds.get(key, 0) + time.monotonic() - start
+        return proc
+
+
+def recap(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
+    """PLAY RECAP lines: host -> {ok, changed, unreachable, failed, ...}."""
+    out: dict[str, dict[str, int]] = {}
+    for host, counts in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", proc.stdout, re.M):
+        out[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)}
+    return out
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _sandbox(folder: Path, version: str, env: dict[str, str]) -> None:
+    wheelhouse = folder.parent / f"wheel-{version}"
+    wheelhouse.mkdir(parents=True)
+    shutil.copy(wheels.wheel(version), wheelhouse)
+    subprocess.run([BIN / "ascendpatch", "sandbox", folder, "--vllm-ascend", version,
+                    "--offline", "--wheelhouse", wheelhouse], env=env, check=True,
+                   capture_output=True, timeout=300)
+
+
+def _inventory(root: Path) -> Path:
+    lines = ["[nodes]"]
+    for host in HOSTS:
+        lines.append(f"{host} ansible_connection=local ascendpatch_prefix={root / host / 'tool'} "
+                     f"ascendpatch_python={root / host / 'target/bin/python'}")
+    lines += ["[lost]",
+              f"node-gone ansible_host=127.0.0.1 ansible_port={_closed_port()} "
+              "ansible_connection=ssh ansible_ssh_common_args='-o ConnectTimeout=5'",
+              "[all:vars]", f"ansible_python_interpreter={sys.executable}"]
+    path = root / "inventory.ini"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _collection(root: Path, env: dict[str, str]) -> Path:
+    built = root / "collection"
+    subprocess.run([BIN / "ansible-galaxy", "collection", "build", REPO / "ansible",
+                    "--output-path", built], env=env, check=True, capture_output=True)
+    (tarball,) = built.glob("ascendpatch-fleet-*.tar.gz")
+    subprocess.run([BIN / "ansible-galaxy", "collection", "install", tarball, "-p",
+                    root / "collections"], env=env, check=True, capture_output=True)
+    return root / "collections"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    root = tmp_path_factory.mktemp("fleet")
+    home = root / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ANSIBLE_"))}
+    env.update(HOME=str(home), ASCENDPATCH_CACHE=str(home / "cache"),
+               ASCENDPATCH_LOG_DIR=str(home / "logs"), PATH=f"{BIN}:{env['PATH']}",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_HOST_KEY_CHECKING="False",
+               ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="5")
+    env.pop("ASCENDPATCH_PYTHON", None)
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(_collection(root, env))
+    wheelhouse = root / "wheelhouse"  # what 'ascendpatch bundle' makes on the controller
+    subprocess.run([BIN / "ascendpatch", "bundle", wheelhouse], env=env, check=True,
+                   capture_output=True, timeout=600)
+    _sandbox(root / "build" / "a", "0.18.0", env)
+    for host in HOSTS[:3]:
+        root.joinpath(host).mkdir()
+        shutil.copytree(root / "build" / "a", root / host / "target", symlinks=True)
+    root.joinpath(HOSTS[3]).mkdir()
+    _sandbox(root / HOSTS[3] / "target", OTHER_VERSION, env)
+    f = Fleet(root, env, _inventory(root), root / "snapshots")
+    common = ("-e", f"ascendpatch_wheelhouse={wheelhouse}",
+              "-e", f"ascendpatch_snapshot_dir={f.snapshots}", "-e", "ascendpatch_serial=2",
+              "-l", "nodes")
+    f.digests["fresh"] = f.digest_all()
+    f.playbook("check", "rollout", *common, "--check")
+    f.digests["after-check"] = f.digest_all()
+    f.tool_after_check = [h for h in HOSTS if f.host_dir(h).joinpath("tool").exists()]
+    f.playbook("first", "rollout", *common)
+    f.playbook("second", "rollout", *common[:-4], "-e", "ascendpatch_serial=4", "-l", "nodes")
+    n1 = (f"python={f.python('node-1')} "
+          f"executable={f.host_dir('node-1') / 'tool/venv/bin/ascendpatch'}")
+    f.adhoc("revert", "node-1", f"command=revert {n1}")
+    f.digests["reverted"] = {"node-1": tree_digest(f.host_dir("node-1"))}
+    f.adhoc("plan", "node-1", f"command=apply {n1}", "--check", "--diff")
+    f.digests["planned"] = {"node-1": tree_digest(f.host_dir("node-1"))}
+    f.adhoc("reapply", "node-1", f"command=apply {n1}", "--diff")
+    f.adhoc("no-tool", "node-2", f"command=verify python={f.python('node-2')} "
+                                 f"executable={root / 'nowhere' / 'ascendpatch'}")
+    shutil.rmtree(f.snapshots)  # the audit's snapshots only, from here on
+    sampler = next((root / "node-3/target").glob("lib/python*/site-packages")) / wheels.SAMPLER
+    text = sampler.read_text()
+    assert GUARD in text
+    sampler.write_text(text.replace(GUARD, GUARD.rstrip("\n") + "  # hand edit on node-3\n"))
+    f.playbook("audit", "audit", "-e", f"ascendpatch_snapshot_dir={f.snapshots}")
+    yield f
+    sys.stderr.write(f"fleet test steps (s): {f.seconds}\n")
+
+
+def test_check_mode_writes_nothing(fleet: Fleet) -> None:
+    run = fleet.runs["check"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    for host in HOSTS:
+        assert recap(run)[host]["changed"] > 0 and recap(run)[host]["failed"] == 0
+    assert fleet.digests["after-check"] == fleet.digests["fresh"]
+    assert fleet.tool_after_check == []  # not even an empty folder
+
+
+def test_rollout_changes_on_the_first_run_and_nothing_on_the_second(fleet: Fleet) -> None:
+    first, second = fleet.runs["first"], fleet.runs["second"]
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
+    for host in HOSTS:
+        assert recap(first)[host]["changed"] >= 3  # wheelhouse, tool venv, patched sampler
+        assert recap(second)[host]["changed"] == 0, second.stdout[-3000:]
+        assert recap(second)[host]["failed"] == 0
+    applied = re.findall(r"TASK \[ascendpatch\.fleet\.ascendpatch : Apply .*?\n(.*?)\n\n",
+                         first.stdout, re.S)
+    assert applied and all(line.startswith("changed") for b in applied for line in
+                           b.splitlines() if line.strip())
+    # serial: batches of two, each its own play run
+    assert first.stdout.count("PLAY [Roll ascendpatch out in batches") == 2
+    sampler = next((fleet.root / "node-2/target").glob("lib/python*/site-packages")) / \
+        wheels.SAMPLER
+    assert "_ascendpatch_topk_topp_op_available" in sampler.read_text()
+
+
+def test_module_check_and_diff_modes(fleet: Fleet) -> None:
+    revert, plan, reapply = (fleet.runs[k] for k in ("revert", "plan", "reapply"))
+    assert revert.returncode == 0 and "node-1 | CHANGED" in revert.stdout, revert.stdout
+    assert plan.returncode == 0 and "node-1 | CHANGED" in plan.stdout, plan.stdout
+    assert '"command": "plan"' in plan.stdout  # check mode runs plan...
+    assert "+# ascendpatch: sampler-topk-topp-fallback" in plan.stdout  # ...and shows its diff
+    assert fleet.digests["planned"] == fleet.digests["reverted"]  # and writes nothing
+    assert reapply.returncode == 0 and "node-1 | CHANGED" in reapply.stdout
+    assert "+# ascendpatch: sampler-topk-topp-fallback" in reapply.stdout
+
+
+def test_a_node_without_the_tool_is_told_which_role_installs_it(fleet: Fleet) -> None:
+    run = fleet.runs["no-tool"]
+    assert run.returncode != 0 and "node-2 | FAILED" in run.stdout
+    assert "ascendpatch is not installed on this node" in run.stdout
+    assert "install it with the role ascendpatch.fleet.ascendpatch" in run.stdout
+
+
+def test_audit_fails_the_drifted_host_and_passes_the_rest(fleet: Fleet) -> None:
+    run = fleet.runs["audit"]
+    counts = recap(run)
+    assert run.returncode != 0
+    assert counts["node-3"]["failed"] == 1, run.stdout[-4000:]
+    for host in ("node-1", "node-2", "node-4"):
+        assert counts[host]["failed"] == 0 and counts[host]["changed"] == 0, run.stdout[-4000:]
+    assert counts["node-gone"]["unreachable"] == 1
+    assert re.search(r"ascendpatch drift on node-3: .*sampler", run.stdout)
+
+
+def test_snapshots_arrive_on_the_controller(fleet: Fleet) -> None:
+    assert sorted(p.name for p in fleet.snapshots.glob("*.json")) == [f"{h}.json" for h in HOSTS]
+    assert (fleet.snapshots / "hosts.txt").read_text().split() == [*HOSTS, "node-gone"]
+    node4 = json.loads((fleet.snapshots / "node-4.json").read_text())
+    assert node4["kind"] == "ascendpatch-snapshot"
+    assert node4["distributions"]["vllm-ascend"]["version"] == OTHER_VERSION
+
+
+@pytest.fixture(scope="module")
+def report(fleet: Fleet) -> tuple[subprocess.CompletedProcess[str], dict[str, object], Path]:
+    page = fleet.root / "report.html"
+    args: list[str | Path] = [BIN / "ascendpatch", "fleet-report", fleet.snapshots, "--hosts",
+            fleet.snapshots / "hosts.txt"]
+    text = fleet.run(*args, "-o", page)
+    doc = json.loads(fleet.run(*args, "--json").stdout)
+    return text, doc, page
+
+
+def test_fleet_report_names_the_drifted_host_and_the_version_outlier(
+        report: tuple[subprocess.CompletedProcess[str], dict[str, object], Path]) -> None:
+    text, doc, page = report
+    assert text.returncode == 1, text.stdout + text.stderr
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict)
+    assert fleet["drifted"] == ["node-3"] and fleet["outliers"] == ["node-4"]
+    assert fleet["missing"] == ["node-gone"]
+    assert re.search(r"\[FAIL\] node-3: drifted, .*sampler\.py", text.stdout)
+    assert re.search(rf"\[WARN\] node-4: outlier, .*vllm-ascend {OTHER_VERSION}: a version "
+                     "outlier", text.stdout)
+    assert "[OK] node-1: as the baseline" in text.stdout
+    assert "[FAIL] node-gone: missing" in text.stdout
+    assert page.is_file()
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.fail("chromium is not installed: .ci/run installs Debian's package")
+    return found
+
+
+def _browse(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                               *extra, url], capture_output=True, text=True, timeout=120,
+                              check=False, stdin=subprocess.DEVNULL)
+
+
+def test_report_page_in_a_real_browser(
+        report: tuple[subprocess.CompletedProcess[str], dict[str, object], Path]) -> None:
+    _, _, page = report
+    everything = _browse(page.as_uri(), "--dump-dom")
+    rows = dict(re.findall(r'<tr class="host (\w+)" id="host-([\w-]+)"', everything.stdout))
+    assert len(rows) == 5, everything.stdout[:2000] + everything.stderr[-2000:]
+    painted = {h: (int(r), int(g), int(b)) for h, r, g, b in re.findall(
+        r'id="host-([\w-]+)"[^>]*data-bg="rgb\((\d+), (\d+), (\d+)\)"', everything.stdout)}
+    red, green, blue = painted["node-3"]  # what the browser computed for the drifted row
+    assert red > 200 and green < 200 and blue < 200
+    assert "node-1" not in painted or painted["node-1"] != painted["node-3"]
+    filtered = _browse(page.as_uri() + "#only-drifted", "--dump-dom")
+    assert 'data-filter="drifted"' in filtered.stdout
+    visible = [h for h in re.findall(r'<tr class="host \w+" id="host-([\w-]+)"[^>]*>',
+                                     filtered.stdout)
+               if not re.search(rf'id="host-{h}"[^>]*\shidden', filtered.stdout)]
+    assert visible == ["node-3"]
+    shot = page.parent / "fleet-report.png"
+    made = _browse(page.as_uri(), f"--screenshot={shot}", "--window-size=1100,720",
+                   "--hide-scrollbars")
+    assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", made.stderr[-2000:]
+    if os.environ.get("ASCENDPATCH_WRITE_DOCS"):  # refresh the README's screenshot
+        shutil.copy(shot, REPO / "docs" / "fleet-report.png")
