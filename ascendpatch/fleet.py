@@ -328,14 +328,11 @@ def compare(host: HostSnapshot, base: Baseline, cols: Sequence[str],
             cells.append(_artifact_cell(check, host, base))
         else:
             cells.append(_files_cell(drift))
-    hidden = sum(1 for n in set(base.packages) | set(host.packages)
-                 if f"pkg:{n}" not in cols
-                 and host.packages.get(n, ABSENT) != base.packages.get(n, ABSENT))
+    # (every package that differs anywhere has a column: nothing is left uncounted)
     count = sum(1 for c in cells if c.level is not Level.OK and c.check != "files")
-    count += len(drift.changes) + hidden
+    count += len(drift.changes)
     levels = {c.level for c in cells}
-    status = ("drift" if Level.FAIL in levels else
-              "outlier" if Level.WARN in levels or hidden else "ok")
+    status = "drift" if Level.FAIL in levels else "outlier" if Level.WARN in levels else "ok"
     return HostRow(host.host, status, tuple(cells), count, _diff_lines(cells, drift),
                    host.source)
 

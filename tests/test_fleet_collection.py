@@ -1,0 +1,66 @@
+"""The ascendpatch.fleet collection as files: ansible-doc reads the module's documentation,
+ansible-galaxy builds it, the playbooks say what the README promises. (Running it is
+test_fleet_ansible.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.kit import REPO
+
+COLLECTION = REPO / "ansible"
+BIN = Path(sys.executable).parent
+
+
+def test_ansible_doc_documents_the_module() -> None:
+    proc = subprocess.run([BIN / "ansible-doc", "-t", "module", "-M",
+                           COLLECTION / "plugins" / "modules", "ascendpatch", "--json"],
+                          capture_output=True, text=True, check=True, timeout=120)
+    doc = json.loads(proc.stdout)["ascendpatch"]
+    options = doc["doc"]["options"]
+    assert set(options["command"]["choices"]) == {"apply", "revert", "verify", "audit",
+                                                  "snapshot", "install"}
+    assert {"python", "manifest", "with_ids", "ids", "output"} <= set(options)
+    assert options["with_ids"]["aliases"] == ["with"]
+    assert doc["doc"]["attributes"]["check_mode"]["support"] == "full"
+    assert "ascendpatch.fleet.ascendpatch:" in doc["examples"]
+    assert {"rc", "changed_files", "result"} <= set(doc["return"])
+
+
+def test_galaxy_builds_the_collection(tmp_path: Path) -> None:
+    subprocess.run([BIN / "ansible-galaxy", "collection", "build", COLLECTION,
+                    "--output-path", tmp_path], check=True, capture_output=True, timeout=120)
+    (tarball,) = tmp_path.glob("ascendpatch-fleet-*.tar.gz")
+    with tarfile.open(tarball) as archive:
+        names = set(archive.getnames())
+    assert {"plugins/modules/ascendpatch.py", "roles/ascendpatch/tasks/main.yml",
+            "roles/ascendpatch/tasks/audit.yml", "playbooks/rollout.yml",
+            "playbooks/audit.yml", "MANIFEST.json"} <= names
+
+
+def _plays(name: str) -> list[dict[str, Any]]:
+    plays = yaml.safe_load((COLLECTION / "playbooks" / name).read_text())
+    assert isinstance(plays, list)
+    return plays
+
+
+def test_rollout_stops_on_the_first_failed_node_in_batches() -> None:
+    nodes = _plays("rollout.yml")[-1]
+    assert nodes["max_fail_percentage"] == 0 and "serial" in nodes
+    assert nodes["roles"] == [{"role": "ascendpatch.fleet.ascendpatch"}]
+
+
+def test_audit_only_reads_the_nodes() -> None:
+    tasks = yaml.safe_load((COLLECTION / "roles/ascendpatch/tasks/audit.yml").read_text())
+    commands = [t["ascendpatch.fleet.ascendpatch"]["command"] for t in tasks
+                if "ascendpatch.fleet.ascendpatch" in t]
+    assert commands == ["verify", "audit"]  # (and the snapshot, included before them)
+    writes = {"ansible.builtin.copy", "ansible.builtin.pip", "ansible.builtin.file"}
+    assert not [t for t in tasks if writes & set(t)]
