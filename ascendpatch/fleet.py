@@ -11,8 +11,11 @@ node's snapshot as ``<inventory_hostname>.json``). Each host gets one cell per c
 * ``artifact:ID``    the artifact's status against the baseline's;
 * ``files``          how many hashed files differ from the baseline (modified, missing, added).
 
-Levels: ``OK`` as the baseline; ``WARN`` (amber) a package the baseline does not have, or an
-artifact whose baseline status is itself unhealthy; ``FAIL`` (red) anything else that differs.
+Levels: ``OK`` as the baseline. ``WARN`` (amber, a host that is an *outlier*): its stack
+differs (another version, a package more or less), an artifact is in another healthy state, or
+the baseline's own artifact status is unhealthy. ``FAIL`` (red, a host that *drifted*): an
+artifact not applied where the baseline has it, or a file changed against the hosts at the
+same package version.
 """
 
 from __future__ import annotations
@@ -240,8 +243,8 @@ def _package_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
     if want == ABSENT:
         return Cell(check, Level.WARN, have, want,
                     f"{name} {have} is installed here; the baseline does not have it")
-    if have == ABSENT:
-        return Cell(check, Level.FAIL, have, want, f"{name} is not installed; the baseline "
+    if have == ABSENT:  # (another release of the stack requires other packages)
+        return Cell(check, Level.WARN, have, want, f"{name} is not installed; the baseline "
                                                    f"has {want}")
     return Cell(check, Level.WARN, have, want, f"{name} {have}: a version outlier (the "
                                                f"baseline has {want})")

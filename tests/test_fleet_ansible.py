@@ -289,10 +289,13 @@ def test_report_page_in_a_real_browser(
         report: tuple[subprocess.CompletedProcess[str], dict[str, object], Path]) -> None:
     _, _, page = report
     everything = _browse(page.as_uri(), "--dump-dom")
-    rows = dict(re.findall(r'<tr class="host (\w+)" id="host-([\w-]+)"', everything.stdout))
+    rows = {h: c for c, h in re.findall(r'<tr class="host (\w+)" id="host-([\w-]+)"',
+                                         everything.stdout)}
     assert len(rows) == 5, everything.stdout[:2000] + everything.stderr[-2000:]
     painted = {h: (int(r), int(g), int(b)) for h, r, g, b in re.findall(
         r'id="host-([\w-]+)"[^>]*data-bg="rgb\((\d+), (\d+), (\d+)\)"', everything.stdout)}
+    assert rows == {"node-1": "ok", "node-2": "ok", "node-3": "drift", "node-4": "outlier",
+                    "node-gone": "missing"}
     red, green, blue = painted["node-3"]  # what the browser computed for the drifted row
     assert red > 200 and green < 200 and blue < 200
     assert "node-1" not in painted or painted["node-1"] != painted["node-3"]

@@ -31,7 +31,7 @@ def test_ansible_doc_documents_the_module() -> None:
     assert options["with_ids"]["aliases"] == ["with"]
     assert doc["doc"]["attributes"]["check_mode"]["support"] == "full"
     assert "ascendpatch.fleet.ascendpatch:" in doc["examples"]
-    assert {"rc", "changed_files", "result"} <= set(doc["return"])
+    assert {"exit_code", "changed_files", "result"} <= set(doc["return"])
 
 
 def test_galaxy_builds_the_collection(tmp_path: Path) -> None:

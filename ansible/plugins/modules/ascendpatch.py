@@ -105,8 +105,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-rc:
-  description: The tool's exit code (0 desired state, 1 problems, 2 invalid input, 3 bug).
+exit_code:
+  description:
+    - The tool's exit code (0 desired state, 1 problems, 2 invalid input, 3 bug). In check mode
+      1 means "something would change" and is no failure (Ansible fails any result whose C(rc)
+      is not 0, hence this name; a failed task also returns C(rc)).
   returned: always
   type: int
   sample: 0
@@ -269,10 +272,9 @@ def main():
         module.fail_json(msg="ascendpatch is not installed on this node (looked for %s); "
                              "install it with the role %s" % (
                                  module.params["executable"] or "ascendpatch on the PATH and "
-                                 "~/.local/share/ascendpatch/venv/bin/ascendpatch", ROLE),
-                         rc=None)
+                                 "~/.local/share/ascendpatch/venv/bin/ascendpatch", ROLE))
     if name == "snapshot" and check:
-        module.exit_json(changed=False, skipped=True, rc=0, cmd=[],
+        module.exit_json(changed=False, skipped=True, exit_code=0, cmd=[],
                          msg="check mode: no snapshot written")
     diff = None
     if name == "apply" and module._diff and not check:
@@ -284,9 +286,9 @@ def main():
     # check mode stand-ins (plan, status, install --dry-run) exit 1 when something is pending
     pending = (check and name in ("apply", "revert", "install") and rc == 1
                and doc is not None and doc.get("ok"))
-    result = dict(rc=rc, cmd=args, result=doc, stderr=err)
+    result = dict(exit_code=rc, cmd=args, result=doc, stderr=err)
     if rc != 0 and not pending:
-        module.fail_json(msg=message_of(doc, err, rc), **result)
+        module.fail_json(msg=message_of(doc, err, rc), rc=rc, **result)
     if name == "apply" and check:
         diff = apply_diff(doc)
     if name in ("apply", "revert"):
