@@ -1,7 +1,8 @@
 """The ascendpatch.fleet collection, run for real: ansible-playbook (ansible-core from PyPI)
 against four hosts with ``ansible_connection=local``, each with its own sandbox target built from
-a real vllm-ascend wheel (node-4 at another release; node-3 gets a hand-edited patched file),
-plus node-gone, a host over SSH that does not answer. Then fleet-report on the snapshots the
+a real vllm-ascend wheel (node-4 at another release; node-3 gets a hand-edited patched file;
+node-2 reached over real SSH, in a network namespace with its own sshd), plus node-gone, a host
+over SSH that does not answer. Then fleet-report on the snapshots the
 playbooks fetched, and the HTML page in headless Chromium (Debian's package).
 
 One sandbox is built per release and copied for the other hosts (a venv works from a copy:
@@ -11,6 +12,7 @@ platform team would run them; the tests below read what those runs left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,11 +30,13 @@ import pytest
 
 from tests import wheels
 from tests.kit import REPO, tree_digest
+from tests.sshnode import SshNode, ssh_node
 
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
 HOSTS = ("node-1", "node-2", "node-3", "node-4")
+SSH_HOST = "node-2"  # reached over real SSH: a network namespace with its own sshd
 OTHER_VERSION = "0.18.0rc1"  # node-4: another affected release (the fix applies there too)
 GUARD = "        return _apply_top_k_top_p_pytorch(logits, k, p)\n"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -106,10 +110,12 @@ def _sandbox(folder: Path, version: str, env: dict[str, str]) -> None:
                    capture_output=True, timeout=300)
 
 
-def _inventory(root: Path) -> Path:
+def _inventory(root: Path, ssh: SshNode) -> Path:
     lines = ["[nodes]"]
     for host in HOSTS:
-        lines.append(f"{host} ansible_connection=local ascendpatch_prefix={root / host / 'tool'} "
+        how = ssh.inventory_vars(root / "remote-tmp") if host == SSH_HOST else \
+            "ansible_connection=local"
+        lines.append(f"{host} {how} ascendpatch_prefix={root / host / 'tool'} "
                      f"ascendpatch_python={root / host / 'target/bin/python'}")
     lines += ["[lost]",
               f"node-gone ansible_host=127.0.0.1 ansible_port={_closed_port()} "
@@ -132,7 +138,11 @@ def _collection(root: Path, env: dict[str, str]) -> Path:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    root = tmp_path_factory.mktemp("fleet")
+    with contextlib.ExitStack() as stack:
+        yield from _fleet(tmp_path_factory.mktemp("fleet"), stack)
+
+
+def _fleet(root: Path, stack: contextlib.ExitStack) -> Iterator[Fleet]:
     home = root / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ANSIBLE_"))}
@@ -151,7 +161,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         shutil.copytree(root / "build" / "a", root / host / "target", symlinks=True)
     root.joinpath(HOSTS[3]).mkdir()
     _sandbox(root / HOSTS[3] / "target", OTHER_VERSION, env)
-    f = Fleet(root, env, _inventory(root), root / "snapshots")
+    ssh = stack.enter_context(ssh_node(root / "sshd"))
+    f = Fleet(root, env, _inventory(root, ssh), root / "snapshots")
     common = ("-e", f"ascendpatch_wheelhouse={wheelhouse}",
               "-e", f"ascendpatch_snapshot_dir={f.snapshots}", "-e", "ascendpatch_serial=2",
               "-l", "nodes")
@@ -237,6 +248,13 @@ def test_audit_fails_the_drifted_host_and_passes_the_rest(fleet: Fleet) -> None:
     assert re.search(r"ascendpatch drift on node-3: .*sampler", run.stdout)
 
 
+def test_one_node_is_reached_over_real_ssh(fleet: Fleet) -> None:
+    log = (fleet.root / "sshd" / "sshd.log").read_text()
+    # (Ansible multiplexes its commands over one ControlMaster connection)
+    assert "Accepted publickey for root" in log, log[-2000:]
+    assert recap(fleet.runs["first"])[SSH_HOST]["changed"] >= 3
+
+
 def test_snapshots_arrive_on_the_controller(fleet: Fleet) -> None:
     assert sorted(p.name for p in fleet.snapshots.glob("*.json")) == [f"{h}.json" for h in HOSTS]
     assert (fleet.snapshots / "hosts.txt").read_text().split() == [*HOSTS, "node-gone"]
@@ -306,7 +324,7 @@ def test_report_page_in_a_real_browser(
                if not re.search(rf'id="host-{h}"[^>]*\shidden', filtered.stdout)]
     assert visible == ["node-3"]
     shot = page.parent / "fleet-report.png"
-    made = _browse(page.as_uri(), f"--screenshot={shot}", "--window-size=1100,720",
+    made = _browse(page.as_uri(), f"--screenshot={shot}", "--window-size=1280,760",
                    "--hide-scrollbars")
     assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", made.stderr[-2000:]
     if os.environ.get("ASCENDPATCH_WRITE_DOCS"):  # refresh the README's screenshot
