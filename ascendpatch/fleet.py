@@ -131,7 +131,9 @@ def parse(doc: Any, source: str, host: str, intern: Interner | None = None) -> H
         packages = {intern(str(name)): intern(str(d["version"]))
                     for name, d in doc["distributions"].items()}
         artifacts = {intern(str(k)): intern(str(v)) for k, v in doc["artifacts"].items()}
-        files = {intern(str(k)): intern(str(v)) for k, v in doc["files"].items()}
+        files = doc["files"]  # (hot: 500 hosts x 600 files; taken as json made it)
+        if not isinstance(files, dict):
+            raise TypeError("files")
     except (KeyError, TypeError, AttributeError) as exc:
         raise InvalidInputError(f"{source} is an incomplete snapshot (no {exc})") from None
     return HostSnapshot(host, source, packages, artifacts, files,
@@ -172,7 +174,7 @@ class Owners:
     memo: dict[str, dict[Group, dict[str, str]]] = field(default_factory=dict)
 
     def of(self, rel: str) -> str:
-        top = rel.split("/", 1)[0]
+        top = rel.partition("/")[0]
         owner = self.cache.get(top)
         if owner is None:
             stem = top.removesuffix(".py")
@@ -189,11 +191,17 @@ class Owners:
 
     def _group(self, host: HostSnapshot) -> dict[Group, dict[str, str]]:
         out: dict[Group, dict[str, str]] = {}
+        prefix: str | None = None  # files come sorted: one lookup per top-level folder
+        members: dict[str, str] = {}
         for rel, digest in host.files.items():
-            owner = self.of(rel)
-            version = host.packages.get(owner)
-            group = (owner, version) if version is not None else ("", "")
-            out.setdefault(group, {})[rel] = digest
+            if prefix is None or not rel.startswith(prefix):
+                owner = self.of(rel)
+                version = host.packages.get(owner)
+                members = out.setdefault((owner, version) if version is not None else ("", ""),
+                                         {})
+                head, sep, _ = rel.partition("/")
+                prefix = head + "/" if sep else None
+            members[rel] = digest
         return out
 
 
@@ -208,11 +216,20 @@ def majority_baseline(hosts: Sequence[HostSnapshot], owners: Owners | None = Non
         keys = sorted(set().union(*maps)) if maps else []
         return {k: _majority(m.get(k, ABSENT) for m in maps) for k in keys}
 
+    def vote_files(maps: list[dict[str, str]]) -> dict[str, str]:
+        """Most hosts share one exact set of files: when more than half do, that set is the
+        per-file majority too, found without a vote per file."""
+        prints = [hash(tuple(m.items())) for m in maps]
+        common, count = Counter(prints).most_common(1)[0]
+        if count * 2 > len(maps):
+            return dict(maps[prints.index(common)])
+        return vote(maps)
+
     grouped = [owners.groups(h) for h in hosts]
     every = {g for groups in grouped for g in groups}
     per_group = {g: [groups.get(g, {}) for h, groups in zip(hosts, grouped, strict=True)
                      if _group_of_host(h, g)] for g in every}
-    files = {g: vote(maps) for g, maps in per_group.items()}
+    files = {g: vote_files(maps) for g, maps in per_group.items()}
     comparable = frozenset(g for g, maps in per_group.items() if len(maps) >= 2)
     return Baseline(f"majority of {len(hosts)} host(s)",
                     vote([h.packages for h in hosts]), vote([h.artifacts for h in hosts]),
@@ -281,6 +298,8 @@ def file_drift(host: HostSnapshot, base: Baseline, owners: Owners) -> FileDrift:
             unchecked.append(group)
             continue
         have, want = grouped.get(group, {}), base.files.get(group, {})
+        if have == want:
+            continue
         for rel, digest in want.items():
             got = have.get(rel, ABSENT)
             if got != digest:

@@ -146,3 +146,22 @@ def test_html_page_is_self_contained(snaps: Path, tmp_path: Path) -> None:
     assert re.search(r'<tr class="host outlier" id="host-node-e"', html)
     assert 'id="only-drifted"' in html and 'id="diff-node-c"' in html
     assert "+file demo/mod.py (modified)" in html
+
+
+def test_without_a_majority_set_each_file_gets_its_own_vote(snaps: Path, tmp_path: Path) -> None:
+    """Three hosts, each with a different file changed: no two share all their files, yet
+    every file's majority is the original, so each host drifts by exactly its own file."""
+    doc = json.loads((snaps / "node-a.json").read_text())
+    names = sorted(k for k in doc["files"] if k.startswith("demo"))[:3]
+    assert len(names) == 3
+    folder = tmp_path / "three"
+    folder.mkdir()
+    for i, name in enumerate(names):
+        changed = json.loads(json.dumps(doc))
+        changed["files"][name] = "0" * 64
+        (folder / f"host-{i}.json").write_text(json.dumps(changed))
+    code, report, _ = _report(folder)
+    fleet = report["fleet"]
+    assert isinstance(fleet, dict) and code == 1
+    for i, row in enumerate(fleet["hosts"]):
+        assert row["diff"] == [f"+file {names[i]} (modified)"]
