@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -97,5 +98,12 @@ def ssh_node(folder: Path) -> Iterator[SshNode]:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=10)
+        # sessions outlive the listening sshd (Ansible keeps one open for ControlPersist):
+        # every process left in this test's own namespace is one of them
+        left = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
+                              check=False).stdout.split()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGTERM)
         subprocess.run(["ip", "link", "del", host_if], check=False, capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
