@@ -296,3 +296,43 @@ def test_audit_cache_of_a_hostile_shape_is_ignored_never_followed(env: dict[str,
     cache.symlink_to(env["victim"])
     assert cli(env, "audit").code == 0
     assert env["victim"].read_bytes() == SECRET
+
+
+# ------------------------------------------------------------------ review: check-then-write races
+
+
+def _swap_parent_for_link(monkeypatch: pytest.MonkeyPatch, folder: Path, outside: Path) -> None:
+    """At the first crash point of the next transaction (after every path was checked, before
+    any file is written), an attacker with write access to the target swaps ``folder`` for a
+    symlink to ``outside``."""
+    from ascendpatch.store import crash
+
+    def point() -> None:
+        if not folder.is_symlink():
+            folder.rename(folder.with_name(folder.name + ".moved"))
+            folder.symlink_to(outside, target_is_directory=True)
+
+    monkeypatch.setattr(crash, "point", point)
+
+
+@pytest.mark.parametrize("what", ["write", "create", "remove"])
+def test_a_parent_folder_swapped_for_a_link_mid_run_is_never_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    from ascendpatch.errors import AscendpatchError
+    from ascendpatch.store.state import Change, StateStore
+
+    root = tmp_path / "site"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_bytes(b"original\n")
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    (outside / "mod.py").write_bytes(SECRET)
+    store = StateStore(root)
+    change = {"write": Change(root / "pkg" / "mod.py", b"original\n", b"patched\n"),
+              "create": Change(root / "pkg" / "new.py", None, b"created\n"),
+              "remove": Change(root / "pkg" / "mod.py", b"original\n", None)}[what]
+    _swap_parent_for_link(monkeypatch, root / "pkg", outside)
+    with pytest.raises((AscendpatchError, OSError)):
+        store.commit([change], lambda ledger: ledger)
+    assert sorted(p.name for p in outside.iterdir()) == ["mod.py"]
+    assert (outside / "mod.py").read_bytes() == SECRET

@@ -7,12 +7,12 @@ a symlink or file planted where a temp file will go is never followed or truncat
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
-import tempfile
 from pathlib import Path
 
-from ascendpatch.errors import RefusedError
+from ascendpatch.errors import RefusedError, UnsafePathError
 
 TEMP_SUFFIX = ".ascendpatch-tmp"
 
@@ -30,38 +30,101 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+def open_dir(folder: Path, root: Path | None = None, *, create: bool = False) -> int:
+    """A descriptor of ``folder``. With ``root``: reached from the real ``root`` one component
+    at a time with ``O_NOFOLLOW``, so a folder swapped for a symlink after the path guard
+    looked (a check-then-write race) is refused instead of followed out of the tree.
+    ``create``: make missing folders on the way (as ``mkdir -p`` would)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    if root is None:
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        return os.open(folder, flags)
+    real_root = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(folder))
+    if real != real_root and real_root not in real.parents:
+        raise UnsafePathError(f"{folder} leads outside {real_root}; not followed")
+    fd = os.open(real_root, flags)
+    try:
+        for part in real.relative_to(real_root).parts:
+            try:
+                nxt = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                nxt = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise UnsafePathError(
+                    f"{folder}: {part!r} became a symlink or a file while ascendpatch was "
+                    f"writing; not followed, nothing outside {real_root} was touched",
+                    fix="check who else writes the target, then run 'ascendpatch status'",
+                ) from None
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_atomic(path: Path, data: bytes, mode: int | None = None, *,
+                 root: Path | None = None) -> None:
     """Replace ``path`` with ``data``; readers see the old or the new file, never a mix.
 
-    The temp file is removed again when anything fails (a full disk leaves no debris)."""
-    if mode is None:
-        try:
-            mode = path.lstat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    The temp file is created ``O_EXCL | O_NOFOLLOW`` under an unpredictable name in the
+    destination folder, and removed again when anything fails (a full disk leaves no debris).
+    ``root``: the tree ``path`` must stay in; its folder is reached without following links
+    (see :func:`open_dir`)."""
+    dfd = open_dir(path.parent, root)
     try:
+        if mode is None:
+            try:
+                mode = os.stat(path.name, dir_fd=dfd, follow_symlinks=False).st_mode & 0o7777
+            except FileNotFoundError:
+                mode = 0o644
+        while True:
+            tmp = f".{path.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                             os.O_CLOEXEC, 0o600, dir_fd=dfd)
+                break
+            except FileExistsError:
+                continue
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
-    fsync_dir(path.parent)
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
-def remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-        fsync_dir(path.parent)
+def remove(path: Path, *, root: Path | None = None) -> None:
+    try:
+        dfd = open_dir(path.parent, root)
+    except FileNotFoundError:
+        return
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path.name, dir_fd=dfd)
+            os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def drop_bytecode(path: Path) -> None:
@@ -85,22 +148,26 @@ def drop_bytecode(path: Path) -> None:
             pyc.unlink()  # a link named like a pyc: the link goes, never what it points to
 
 
-def symlink_atomic(path: Path, target: str) -> None:
+def symlink_atomic(path: Path, target: str, *, root: Path | None = None) -> None:
     """Make ``path`` a symlink to ``target`` atomically (link a fresh name, then os.replace)."""
-    while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}")
-        try:
-            tmp.symlink_to(target)  # fails (never follows) when the name exists
-            break
-        except FileExistsError:
-            continue
+    dfd = open_dir(path.parent, root)
     try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    fsync_dir(path.parent)
+        while True:
+            tmp = f".{path.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+            try:
+                os.symlink(target, tmp, dir_fd=dfd)  # fails (never follows) when the name exists
+                break
+            except FileExistsError:
+                continue
+        try:
+            os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def missing_parents(path: Path, stop: Path) -> list[Path]:

@@ -366,18 +366,21 @@ class StateStore:
         return self._outside_state(real, origin)
 
     def _replace(self, change: Change) -> None:
+        # Every write and removal reaches its folder from the root without following links
+        # (atomic.open_dir): a folder swapped for a symlink after the guard looked is refused.
+        root = self._root_of(change.path)
         atomic.drop_bytecode(change.path)
         if change.after is None:
-            atomic.remove(change.path)
+            atomic.remove(change.path, root=root)
             if change.prune_to is not None:
                 atomic.prune_empty(change.path.parent, change.prune_to)
         elif change.link is not None:
-            change.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic.symlink_atomic(change.path, change.link)
+            os.close(atomic.open_dir(change.path.parent, root, create=True))
+            atomic.symlink_atomic(change.path, change.link, root=root)
         else:
-            change.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(atomic.open_dir(change.path.parent, root, create=True))
             destination = self._destination(change.path)
-            atomic.write_atomic(destination, change.after, mode=change.mode)
+            atomic.write_atomic(destination, change.after, mode=change.mode, root=root)
             if destination != change.path:
                 atomic.drop_bytecode(destination)
         atomic.drop_bytecode(change.path)
@@ -469,7 +472,7 @@ class StateStore:
         atomic.drop_bytecode(path)
         if entry.before is None:  # the run created it: remove whatever entry is there (even
             if path.is_symlink() or path.exists():  # a link whose blob was not written yet)
-                atomic.remove(path)
+                atomic.remove(path, root=self._root_of(path))
             for folder in entry.made_dirs:
                 with contextlib.suppress(OSError):
                     folder.rmdir()
@@ -482,7 +485,7 @@ class StateStore:
         data = self.read_backup(entry.before)
         if data is None:
             return "lost"
-        atomic.write_atomic(self._destination(path), data)
+        atomic.write_atomic(self._destination(path), data, root=self._root_of(path))
         return "restored"
 
     def needs_recovery(self) -> bool:
