@@ -336,3 +336,29 @@ def test_a_parent_folder_swapped_for_a_link_mid_run_is_never_followed(
         store.commit([change], lambda ledger: ledger)
     assert sorted(p.name for p in outside.iterdir()) == ["mod.py"]
     assert (outside / "mod.py").read_bytes() == SECRET
+
+
+def test_a_symlinked_bytecode_folder_of_a_later_file_is_refused_before_any_write(
+        tmp_path: Path) -> None:
+    """The link sits beside the second file of the patch: the refusal must come before the
+    first file is written, so no journal is left behind for the next run to trip over."""
+    site = tmp_path / "site"
+    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
+                                      "demo/sub/__init__.py": "", "demo/sub/other.py": OTHER})
+    (tmp_path / "fix.patch").write_text(PATCH.replace("demo/other.py", "demo/sub/other.py"))
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": "fix.patch"}])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "other.cpython-311.pyc").write_bytes(SECRET)
+    link = site / "demo/sub/__pycache__"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    before = _target_files(site)
+    result = run_cli("--site-packages", site, "--manifest", manifest, "apply")
+    assert result.code == 1 and "is a symlink" in result.err and str(link) in result.err
+    assert _target_files(site) == before
+    assert not (site / ".ascendpatch" / "journal.json").exists()
+    assert (elsewhere / "other.cpython-311.pyc").read_bytes() == SECRET
+    link.unlink()  # the named fix works at once
+    assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 0

@@ -137,15 +137,21 @@ def drop_bytecode(path: Path) -> None:
     """
     if path.suffix != ".py":
         return
-    cache = path.parent / "__pycache__"
-    if cache.is_symlink():
-        raise RefusedError(f"{cache} is a symlink; ascendpatch does not follow it",
-                           fix=f"remove the link ({cache}) and run again")
+    cache = check_bytecode_folder(path)
     if not cache.is_dir():
         return
     for pyc in cache.glob(f"{path.stem}.*.pyc"):
         with contextlib.suppress(FileNotFoundError):
             pyc.unlink()  # a link named like a pyc: the link goes, never what it points to
+
+
+def check_bytecode_folder(path: Path) -> Path:
+    """The ``__pycache__`` beside ``path``; a symlinked one is refused (RefusedError)."""
+    cache = path.parent / "__pycache__"
+    if cache.is_symlink():
+        raise RefusedError(f"{cache} is a symlink; ascendpatch does not follow it",
+                           fix=f"remove the link ({cache}) and run again")
+    return cache
 
 
 def symlink_atomic(path: Path, target: str, *, root: Path | None = None) -> None:

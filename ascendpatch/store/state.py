@@ -300,6 +300,10 @@ class StateStore:
         """
         self._ensure_dir()
         self.load_ledger()  # a ledger of the wrong shape stops here, before anything is written
+        for change in changes:  # so does a symlinked __pycache__ beside any file of the run
+            atomic.check_bytecode_folder(change.path)  # (or an outward link it writes through)
+            if change.after is not None and change.link is None:
+                atomic.check_bytecode_folder(self._destination(change.path))
         journal_written = False
         try:
             ledger_before = self._ledger_text()
