@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ascendpatch.hashing import sha256_bytes
 from ascendpatch.kinds import KINDS
@@ -110,14 +112,14 @@ class Batch:
         self._paths: set[str] = set()
 
     def touches(self, plan: ArtifactPlan) -> bool:
-        return any(str(f.path) in self._paths for f in plan.files)
+        return any(_real(f.path) in self._paths for f in plan.files)
 
     def add(self, plan: ArtifactPlan, changes: list[Change], keep: list[bytes]) \
             -> ArtifactResult:
         pending = _result(plan, Status.NOT_APPLIED, Level.WARN,
                           f"{plan.artifact.title}: pending")
         self._items.append((pending, plan, changes, keep))
-        self._paths.update(str(f.path) for f in plan.files)
+        self._paths.update(_real(f.path) for f in plan.files)
         return pending
 
     def flush(self, results: list[ArtifactResult]) -> None:
@@ -136,6 +138,11 @@ class Batch:
         for pending, plan, _, _ in items:
             index = next(i for i, r in enumerate(results) if r is pending)
             results[index] = _recheck(plan, "applied")
+
+
+def _real(path: Path) -> str:
+    """A file's real name: two names of one file (an in-tree symlink) are one shared file."""
+    return os.path.realpath(path)
 
 
 def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: bool,

@@ -329,3 +329,25 @@ def test_one_apply_run_batches_artifacts_and_sees_earlier_writes(site: Path,
     assert (site / "demo" / "__init__.py").read_text() == "VERSION = 1\n"
     again = _cli(base, "apply", "b", "c")  # (a's own lines were changed again by c)
     assert again.out.splitlines() == ["[OK] fix b already applied", "[OK] fix c already applied"]
+
+
+def test_a_batch_sees_two_names_of_one_file_as_shared(site: Path, tmp_path: Path) -> None:
+    """``demo/alias.py`` is an in-tree symlink to ``demo/mod.py`` (kept a link when written).
+    One artifact patches it by the alias, the next by the real name: both must land, the second
+    evaluated on the first one's result, not both on the original (a lost update)."""
+    make_dist(site, "demo", "1.0", {"demo/__init__.py": "", "demo/mod.py": ORIG})
+    (site / "demo" / "alias.py").symlink_to("mod.py")
+    (tmp_path / "a.patch").write_text(EDIT.replace("demo/mod.py", "demo/alias.py"))
+    (tmp_path / "b.patch").write_text(
+        "--- a/demo/mod.py\n+++ b/demo/mod.py\n@@ -7,3 +7,3 @@\n v7 = 7\n-v8 = 8\n+v8 = 88\n"
+        " v9 = 9\n")
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": name, "title": f"fix {name}", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": f"{name}.patch"} for name in ("a", "b")])
+    base = ["--site-packages", str(site), "--manifest", str(manifest)]
+    first = _cli(base, "apply")
+    assert first.code == 0, first.out + first.err
+    assert (site / "demo" / "mod.py").read_text() == \
+        CHANGED.replace("v8 = 8\n", "v8 = 88\n")
+    assert (site / "demo" / "alias.py").is_symlink()
+    assert _cli(base, "status").code == 0
