@@ -107,7 +107,7 @@ def _files(site: Path) -> dict[str, str]:
 def _one_line_fault(err: str, words: str) -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("[FAIL] cannot write") and words in lines[0], err
+    assert lines[0].startswith("[FAIL] cannot write /") and words in lines[0], err  # full path
     assert "fix:" in lines[0] and "Traceback" not in err and "details:" not in err
 
 

@@ -10,6 +10,7 @@ import contextlib
 import errno
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 from ascendpatch.errors import RefusedError, UnsafePathError
@@ -30,7 +31,24 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def _named(folder: Path, whole: Path | None = None) -> Iterator[None]:
+    """Calls relative to a folder descriptor report bare names: give faults the full path
+    (``folder / name``, or ``whole``), so the one-line message names the file."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc.filename, str) and not Path(exc.filename).is_absolute():
+            exc.filename = str(whole or folder / exc.filename)
+        raise
+
+
 def open_dir(folder: Path, root: Path | None = None, *, create: bool = False) -> int:
+    with _named(folder, folder):
+        return _open_dir(folder, root, create)
+
+
+def _open_dir(folder: Path, root: Path | None, create: bool) -> int:
     """A descriptor of ``folder``. With ``root``: reached from the real ``root`` one component
     at a time with ``O_NOFOLLOW``, so a folder swapped for a symlink after the path guard
     looked (a check-then-write race) is refused instead of followed out of the tree.
@@ -73,6 +91,11 @@ def open_dir(folder: Path, root: Path | None = None, *, create: bool = False) ->
 
 def write_atomic(path: Path, data: bytes, mode: int | None = None, *,
                  root: Path | None = None) -> None:
+    with _named(path.parent):
+        _write_atomic(path, data, mode, root)
+
+
+def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None) -> None:
     """Replace ``path`` with ``data``; readers see the old or the new file, never a mix.
 
     The temp file is created ``O_EXCL | O_NOFOLLOW`` under an unpredictable name in the
@@ -115,6 +138,11 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None, *,
 
 
 def remove(path: Path, *, root: Path | None = None) -> None:
+    with _named(path.parent):
+        _remove(path, root)
+
+
+def _remove(path: Path, root: Path | None) -> None:
     try:
         dfd = open_dir(path.parent, root)
     except FileNotFoundError:
@@ -156,6 +184,11 @@ def check_bytecode_folder(path: Path) -> Path:
 
 def symlink_atomic(path: Path, target: str, *, root: Path | None = None) -> None:
     """Make ``path`` a symlink to ``target`` atomically (link a fresh name, then os.replace)."""
+    with _named(path.parent):
+        _symlink_atomic(path, target, root)
+
+
+def _symlink_atomic(path: Path, target: str, root: Path | None) -> None:
     dfd = open_dir(path.parent, root)
     try:
         while True:
