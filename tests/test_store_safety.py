@@ -362,3 +362,61 @@ def test_a_symlinked_bytecode_folder_of_a_later_file_is_refused_before_any_write
     assert (elsewhere / "other.cpython-311.pyc").read_bytes() == SECRET
     link.unlink()  # the named fix works at once
     assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 0
+
+
+def test_a_state_folder_swapped_for_a_link_mid_run_is_never_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``.ascendpatch/`` swapped for a link after its layout was checked: the journal is not
+    written through it (and a later run refuses the link)."""
+    from ascendpatch.errors import AscendpatchError
+    from ascendpatch.store.state import Change, StateStore
+
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "mod.py").write_bytes(b"original\n")
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    (outside / "keep").write_bytes(SECRET)
+    store = StateStore(root)
+    _swap_parent_for_link(monkeypatch, store.dir, outside)
+    with pytest.raises((AscendpatchError, OSError)):
+        store.commit([Change(root / "mod.py", b"original\n", b"patched\n")], lambda led: led)
+    assert sorted(p.name for p in outside.iterdir()) == ["keep"]
+    assert (root / "mod.py").read_bytes() == b"original\n"
+
+
+def test_garbage_collection_never_empties_a_folder_swapped_in_for_backups(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unreferenced backups are deleted after the commit point: if ``backups/`` became a link
+    to another folder after the layout check, that folder's files are not 'unreferenced
+    backups', and the committed change is still reported as done."""
+    from ascendpatch.store import crash
+    from ascendpatch.store.state import Change, Ledger, StateStore
+
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "mod.py").write_bytes(b"original\n")
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    (outside / "passwd").write_bytes(SECRET)
+    (outside / ("a" * 64)).write_bytes(SECRET)  # even a backup-shaped name
+    store = StateStore(root)
+    store.commit([Change(root / "mod.py", b"original\n", b"patched\n")], lambda led: led)
+    backups = store.dir / "backups"
+    committed: list[bool] = []
+    monkeypatch.setattr(crash, "point", lambda: committed.append(
+        not store.journal_path.exists() and (store.dir / "ledger.json").exists()))
+    real_load = store.load_ledger
+
+    def load_then_swap() -> Ledger:
+        ledger = real_load()
+        if committed and committed[-1] and not backups.is_symlink():  # in _collect_garbage
+            backups.rename(backups.with_name("backups.moved"))
+            backups.symlink_to(outside, target_is_directory=True)
+        return ledger
+
+    monkeypatch.setattr(store, "load_ledger", load_then_swap)
+    store.commit([Change(root / "mod.py", b"patched\n", b"again\n")], lambda led: led)
+    assert backups.is_symlink()  # the window was hit
+    assert sorted(p.name for p in outside.iterdir()) == ["a" * 64, "passwd"]
+    assert (root / "mod.py").read_bytes() == b"again\n"

@@ -313,26 +313,27 @@ class StateStore:
             crash.point()
             atomic.write_atomic(self.journal_path, json.dumps(
                 {"format": JOURNAL_FORMAT, "ledger_before": ledger_before,
-                 "files": entries}).encode())
+                 "files": entries}).encode(), root=self.root)
             journal_written = True
             try:
                 crash.point()
                 for change in changes:
                     self._replace(change)
                 new_ledger = update(self.load_ledger())
-                atomic.write_atomic(self.ledger_path, _ledger_json(new_ledger))
+                atomic.write_atomic(self.ledger_path, _ledger_json(new_ledger), root=self.root)
                 crash.point()
             except BaseException:
                 self.recover()
                 raise
-            atomic.remove(self.journal_path)  # the commit point
+            atomic.remove(self.journal_path, root=self.root)  # the commit point
         except OSError as exc:
             changed = journal_written and self.journal_path.exists()
             raise fault(exc, self.root, changed=changed, journal=self.journal_path) or exc \
                 from None
         COMMITTED.append(f"{len(changes)} file(s) in {self.root}")
         crash.point()
-        with contextlib.suppress(OSError):  # a full disk does not undo a committed change
+        # Neither a full disk nor a refused (swapped) backups folder undoes a committed change.
+        with contextlib.suppress(OSError, RefusedError, UnsafePathError, StateError):
             self._collect_garbage()
 
     def _journal_entry(self, change: Change) -> dict[str, Any]:
@@ -355,7 +356,7 @@ class StateStore:
             return
         digest = sha256_bytes(data)
         if self.read_backup(digest) is None:
-            atomic.write_atomic(self.backup_path(digest), data, mode=0o644)
+            atomic.write_atomic(self.backup_path(digest), data, mode=0o644, root=self.root)
 
     def _destination(self, path: Path) -> Path:
         """Where the bytes for ``path`` go: an in-tree symlink stays a link (its target is
@@ -404,7 +405,7 @@ class StateStore:
         try:
             doc = json.loads(raw.decode("utf-8"))
         except ValueError:
-            atomic.remove(self.journal_path)
+            atomic.remove(self.journal_path, root=self.root)
             return None
         origin = f"journal {self.journal_path}"
         try:
@@ -454,11 +455,11 @@ class StateStore:
         ledger_before, entries = journal
         outcomes = [self._restore(entry) for entry in entries]
         if ledger_before is None:
-            atomic.remove(self.ledger_path)
+            atomic.remove(self.ledger_path, root=self.root)
         else:
-            atomic.write_atomic(self.ledger_path, ledger_before.encode("utf-8",
-                                                                      "surrogateescape"))
-        atomic.remove(self.journal_path)
+            atomic.write_atomic(self.ledger_path, ledger_before.encode(
+                "utf-8", "surrogateescape"), root=self.root)
+        atomic.remove(self.journal_path, root=self.root)
         self._clean_temp_files(e.path for e in entries)
         changed = sum(1 for o in outcomes if o == "restored")
         lost = [str(e.path) for e, o in zip(entries, outcomes, strict=True) if o == "lost"]
@@ -512,14 +513,21 @@ class StateStore:
                         tmp.unlink()
 
     def _collect_garbage(self) -> None:
-        """Delete backups that no ledger entry refers to any more."""
+        """Delete backups that no ledger entry refers to any more. The folder is reached
+        without following links and only backup-shaped names (sha256) are ever deleted."""
         referenced = {rec.backup for files in self.load_ledger().values()
                       for rec in files.values() if rec.backup}
-        folder = self.dir / "backups"
-        for blob in folder.iterdir() if folder.is_dir() else ():
-            if blob.name not in referenced and not blob.name.endswith(atomic.TEMP_SUFFIX):
-                with contextlib.suppress(FileNotFoundError):
-                    blob.unlink()
+        try:
+            fd = atomic.open_dir(self.dir / "backups", self.root)
+        except FileNotFoundError:
+            return
+        try:
+            for name in os.listdir(fd):  # noqa: PTH208 (a folder descriptor, not a path)
+                if name not in referenced and _SHA256.match(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
 
 
 def _digest(value: object, where: str) -> str | None:
