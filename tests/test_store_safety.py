@@ -420,3 +420,24 @@ def test_garbage_collection_never_empties_a_folder_swapped_in_for_backups(
     assert backups.is_symlink()  # the window was hit
     assert sorted(p.name for p in outside.iterdir()) == ["a" * 64, "passwd"]
     assert (root / "mod.py").read_bytes() == b"again\n"
+
+
+def test_recovery_undoes_several_entries_for_one_path_last_first(tmp_path: Path) -> None:
+    """A journal holding two changes of one file (original -> mid -> final) rolls it back to
+    the original, not to the middle state."""
+    from ascendpatch.hashing import sha256_bytes
+    from ascendpatch.store.state import StateStore
+
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "mod.py").write_bytes(b"final\n")
+    store = StateStore(root)
+    (store.dir / "backups").mkdir(parents=True)
+    for data in (b"original\n", b"mid\n"):
+        (store.dir / "backups" / sha256_bytes(data)).write_bytes(data)
+    digest = {k: sha256_bytes(v) for k, v in
+              {"o": b"original\n", "m": b"mid\n", "f": b"final\n"}.items()}
+    _journal(root, [{"path": "mod.py", "before": digest["o"], "after": digest["m"]},
+                    {"path": "mod.py", "before": digest["m"], "after": digest["f"]}])
+    assert store.recover() is not None
+    assert (root / "mod.py").read_bytes() == b"original\n"

@@ -453,7 +453,9 @@ class StateStore:
             self._clean_temp_files()
             return None
         ledger_before, entries = journal
-        outcomes = [self._restore(entry) for entry in entries]
+        # Undo in reverse order: where one path has several entries (before -> mid, mid ->
+        # final), the last change is undone first and the file ends at its first 'before'.
+        outcomes = [self._restore(entry) for entry in reversed(entries)][::-1]
         if ledger_before is None:
             atomic.remove(self.ledger_path, root=self.root)
         else:
