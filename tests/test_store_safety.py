@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -441,3 +442,29 @@ def test_recovery_undoes_several_entries_for_one_path_last_first(tmp_path: Path)
                     {"path": "mod.py", "before": digest["m"], "after": digest["f"]}])
     assert store.recover() is not None
     assert (root / "mod.py").read_bytes() == b"original\n"
+
+
+@pytest.mark.parametrize("planted", ["fifo", "folder"])
+def test_a_fifo_or_folder_at_a_patched_path_is_refused_not_waited_on(env: dict[str, Path],
+                                                                     planted: str) -> None:
+    """Opening a FIFO for reading blocks until a writer comes: as root, every command hung.
+    (A real process with a deadline, so the old code fails instead of hanging the suite.)"""
+    mod = env["site"] / "demo/mod.py"
+    mod.unlink()
+    if planted == "fifo":
+        os.mkfifo(mod)
+    else:
+        mod.mkdir()
+    before = _target_files(env["site"])
+    for command in ("status", "apply", "revert"):
+        try:
+            result = run_process("--site-packages", env["site"], "--manifest", env["manifest"],
+                                 command, timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command} hung on a {planted} at {mod}")
+        assert result.code == 1, (command, result.out, result.err)
+        said = result.out + result.err
+        assert f"{mod} is not a regular file" in said and "fix: move it aside" in said
+        assert "Traceback" not in said
+    assert _target_files(env["site"]) == before
+    assert not (env["site"] / ".ascendpatch" / "journal.json").exists()

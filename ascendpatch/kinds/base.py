@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import enum
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from ascendpatch.errors import UnsafePathError
+from ascendpatch.errors import RefusedError, UnsafePathError
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import safe_join
 from ascendpatch.store.state import STATE_DIR
@@ -80,11 +81,25 @@ class KindContext:
         return path
 
     def read(self, rel: str) -> tuple[Path, bytes | None]:
+        """The file's bytes (None: absent). A FIFO, device or folder where a patched file
+        should be is refused: opening it without O_NONBLOCK would hang every command."""
         path = self.path(rel)
         try:
-            return path, path.read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         except FileNotFoundError:
             return path, None
+        except IsADirectoryError:
+            fd = None
+        if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+            if fd is not None:
+                os.close(fd)
+            raise RefusedError(
+                f"artifact {self.artifact.id}: {path} is not a regular file (a folder, FIFO "
+                "or device); nothing was changed",
+                fix=f"move it aside (mv {path} {path}.bad) and reinstall the package that "
+                    "ships it")
+        with os.fdopen(fd, "rb") as handle:
+            return path, handle.read()
 
     def record_sha256(self, rel: str) -> str | None:
         if self.dist is None:
