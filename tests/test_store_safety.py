@@ -468,3 +468,21 @@ def test_a_fifo_or_folder_at_a_patched_path_is_refused_not_waited_on(env: dict[s
         assert "Traceback" not in said
     assert _target_files(env["site"]) == before
     assert not (env["site"] / ".ascendpatch" / "journal.json").exists()
+
+
+def test_a_link_from_the_target_into_another_written_tree_is_still_written_through(
+        tmp_path: Path) -> None:
+    """The folder-descriptor writer starts from the tree the *destination* lies in: a link
+    from the target into the Hugging Face cache (a tree the store may write) stays a link and
+    its destination is written, as before the writer walked from a root."""
+    from ascendpatch.store.state import Change, StateStore
+
+    root, hub = tmp_path / "site", tmp_path / "hub"
+    (root / "pkg").mkdir(parents=True)
+    (hub / "blobs").mkdir(parents=True)
+    (hub / "blobs" / "cfg").write_bytes(b"{}\n")
+    (root / "pkg" / "cfg.json").symlink_to(hub / "blobs" / "cfg")
+    store = StateStore(root, extra_roots=[hub])
+    store.commit([Change(root / "pkg" / "cfg.json", b"{}\n", b"{\"a\": 1}\n")], lambda led: led)
+    assert (root / "pkg" / "cfg.json").is_symlink()
+    assert (hub / "blobs" / "cfg").read_bytes() == b"{\"a\": 1}\n"

@@ -349,6 +349,9 @@ class StateStore:
         for root in (self.root, *self.extra_roots):
             if root in path.parents:
                 return root
+        for root in (self.root, *self.extra_roots):  # a resolved path (a link's destination)
+            if Path(os.path.realpath(root)) in path.parents:
+                return root
         return path.parent
 
     def _store_backup(self, data: bytes | None) -> None:
@@ -385,7 +388,8 @@ class StateStore:
         else:
             os.close(atomic.open_dir(change.path.parent, root, create=True))
             destination = self._destination(change.path)
-            atomic.write_atomic(destination, change.after, mode=change.mode, root=root)
+            atomic.write_atomic(destination, change.after, mode=change.mode,
+                                root=self._root_of(destination))
             if destination != change.path:
                 atomic.drop_bytecode(destination)
         atomic.drop_bytecode(change.path)
@@ -492,7 +496,8 @@ class StateStore:
         data = self.read_backup(entry.before)
         if data is None:
             return "lost"
-        atomic.write_atomic(self._destination(path), data, root=self._root_of(path))
+        destination = self._destination(path)
+        atomic.write_atomic(destination, data, root=self._root_of(destination))
         return "restored"
 
     def needs_recovery(self) -> bool:
