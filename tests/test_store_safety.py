@@ -326,8 +326,9 @@ def test_a_parent_folder_swapped_for_a_link_mid_run_is_never_followed(
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "mod.py").write_bytes(b"original\n")
     outside = tmp_path / "victim"
-    outside.mkdir()
+    (outside / "__pycache__").mkdir(parents=True)
     (outside / "mod.py").write_bytes(SECRET)
+    (outside / "__pycache__" / "mod.cpython-311.pyc").write_bytes(SECRET)  # bytecode removal
     store = StateStore(root)
     change = {"write": Change(root / "pkg" / "mod.py", b"original\n", b"patched\n"),
               "create": Change(root / "pkg" / "new.py", None, b"created\n"),
@@ -335,8 +336,9 @@ def test_a_parent_folder_swapped_for_a_link_mid_run_is_never_followed(
     _swap_parent_for_link(monkeypatch, root / "pkg", outside)
     with pytest.raises((AscendpatchError, OSError)):
         store.commit([change], lambda ledger: ledger)
-    assert sorted(p.name for p in outside.iterdir()) == ["mod.py"]
+    assert sorted(p.name for p in outside.iterdir()) == ["__pycache__", "mod.py"]
     assert (outside / "mod.py").read_bytes() == SECRET
+    assert (outside / "__pycache__" / "mod.cpython-311.pyc").read_bytes() == SECRET
 
 
 def test_a_symlinked_bytecode_folder_of_a_later_file_is_refused_before_any_write(

@@ -155,22 +155,43 @@ def _remove(path: Path, root: Path | None) -> None:
         os.close(dfd)
 
 
-def drop_bytecode(path: Path) -> None:
+def drop_bytecode(path: Path, root: Path | None = None) -> None:
     """Remove cached bytecode of a changed ``.py`` file.
 
     Python revalidates timestamp pycs by mtime and size, which a same-size edit within one
     second can fool, and never revalidates ``unchecked-hash`` pycs: removing them is the only
     way to be sure the interpreter runs the new source. A symlinked ``__pycache__`` is refused:
-    removal never leaves the folder the file lives in.
+    removal never leaves the folder the file lives in. ``root``: the folder is reached from it
+    without following links (see :func:`open_dir`), like every write.
     """
     if path.suffix != ".py":
         return
-    cache = check_bytecode_folder(path)
-    if not cache.is_dir():
-        return
-    for pyc in cache.glob(f"{path.stem}.*.pyc"):
-        with contextlib.suppress(FileNotFoundError):
-            pyc.unlink()  # a link named like a pyc: the link goes, never what it points to
+    check_bytecode_folder(path)
+    with _named(path.parent):
+        try:
+            folder = open_dir(path.parent, root)
+        except FileNotFoundError:
+            return
+        try:
+            try:
+                cache = os.open("__pycache__", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW |
+                                os.O_CLOEXEC, dir_fd=folder)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                check_bytecode_folder(path)  # swapped for a link since: refused
+                raise
+            try:
+                for name in os.listdir(cache):  # noqa: PTH208 (a folder descriptor)
+                    if name.startswith(f"{path.stem}.") and name.endswith(".pyc"):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(name, dir_fd=cache)  # a link named like a pyc: the link
+            finally:                                       # goes, never what it points to
+                os.close(cache)
+        finally:
+            os.close(folder)
 
 
 def check_bytecode_folder(path: Path) -> Path:

@@ -377,7 +377,7 @@ class StateStore:
         # Every write and removal reaches its folder from the root without following links
         # (atomic.open_dir): a folder swapped for a symlink after the guard looked is refused.
         root = self._root_of(change.path)
-        atomic.drop_bytecode(change.path)
+        atomic.drop_bytecode(change.path, root)
         if change.after is None:
             atomic.remove(change.path, root=root)
             if change.prune_to is not None:
@@ -391,8 +391,8 @@ class StateStore:
             atomic.write_atomic(destination, change.after, mode=change.mode,
                                 root=self._root_of(destination))
             if destination != change.path:
-                atomic.drop_bytecode(destination)
-        atomic.drop_bytecode(change.path)
+                atomic.drop_bytecode(destination, self._root_of(destination))
+        atomic.drop_bytecode(change.path, root)
         crash.point()
 
     def _ledger_text(self) -> str | None:
@@ -480,7 +480,7 @@ class StateStore:
     def _restore(self, entry: _Entry) -> str:
         """'restored', 'same' (nothing to do) or 'lost' (the backup is gone)."""
         path = entry.path
-        atomic.drop_bytecode(path)
+        atomic.drop_bytecode(path, self._root_of(path))
         if entry.before is None:  # the run created it: remove whatever entry is there (even
             if path.is_symlink() or path.exists():  # a link whose blob was not written yet)
                 atomic.remove(path, root=self._root_of(path))
