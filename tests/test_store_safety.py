@@ -488,3 +488,28 @@ def test_a_link_from_the_target_into_another_written_tree_is_still_written_throu
     store.commit([Change(root / "pkg" / "cfg.json", b"{}\n", b"{\"a\": 1}\n")], lambda led: led)
     assert (root / "pkg" / "cfg.json").is_symlink()
     assert (hub / "blobs" / "cfg").read_bytes() == b"{\"a\": 1}\n"
+
+
+def test_the_state_folder_is_created_without_following_a_link_planted_after_the_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascendpatch.errors import AscendpatchError
+    from ascendpatch.store.state import Change, StateStore
+
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "mod.py").write_bytes(b"original\n")
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    store = StateStore(root)
+    real_check = store.check_layout
+
+    def check_then_plant() -> None:
+        real_check()
+        if not store.dir.is_symlink():
+            store.dir.symlink_to(outside, target_is_directory=True)
+
+    monkeypatch.setattr(store, "check_layout", check_then_plant)
+    with pytest.raises(AscendpatchError):
+        store.commit([Change(root / "mod.py", b"original\n", b"patched\n")], lambda led: led)
+    assert list(outside.iterdir()) == []
+    assert (root / "mod.py").read_bytes() == b"original\n"

@@ -282,7 +282,7 @@ class StateStore:
     def _ensure_dir(self) -> None:
         self.check_layout()
         try:
-            (self.dir / "backups").mkdir(parents=True, exist_ok=True)
+            os.close(atomic.open_dir(self.dir / "backups", self.root, create=True))
         except OSError as exc:
             raise fault(exc, self.root, changed=False) or RefusedError(
                 f"cannot create the state folder {self.dir} ({exc})",
