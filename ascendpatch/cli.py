@@ -23,11 +23,22 @@ from ascendpatch.errors import (
 )
 
 if TYPE_CHECKING:
+    from ascendpatch import output
     from ascendpatch.results import CommandResult
 
 
 class _Parser(argparse.ArgumentParser):
+    json_errors = False  # set by main() when --json was given: usage errors as JSON too
+    command_hint: str | None = None  # the command named on the line, for those JSON errors
+
     def error(self, message: str) -> None:  # type: ignore[override]
+        if _Parser.json_errors:
+            from ascendpatch import output
+
+            command = self.prog.split(" ", 1)[1] if " " in self.prog else _Parser.command_hint
+            output.error(f"{self.prog}: {message}", command=command, exit_code=EXIT_USAGE,
+                         as_json=True, color="never")
+            raise SystemExit(EXIT_USAGE)
         self.print_usage(sys.stderr)
         sys.stderr.write(f"[FAIL] {self.prog}: {message}\n")
         raise SystemExit(EXIT_USAGE)
@@ -46,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for command in cliargs.COMMANDS:
         parents = [common, source] if command.source else [common]
-        child = sub.add_parser(command.name, parents=parents, help=command.help)
+        description, epilog = cliargs.describe(command)
+        child = sub.add_parser(command.name, parents=parents, help=command.help,
+                               description=description, epilog=epilog,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
         command.configure(child)
         child.set_defaults(handler=command.handler)
     return parser
@@ -59,15 +73,39 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
     return result
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """--json among the options (not in a command line after "--")."""
+    words = list(argv)
+    return "--json" in (words[:words.index("--")] if "--" in words else words)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    _Parser.json_errors = _wants_json(words)
+    names = {command.name for command in cliargs.COMMANDS}
+    _Parser.command_hint = next((word for word in words if word in names), None)
     args = build_parser().parse_args(argv)
+    from ascendpatch import output, progress
+
+    reporter = output.ConsoleReporter(color=args.color, verbose=args.verbose, quiet=args.quiet,
+                                      as_json=args.json, show_diff=_show_diff(args))
+    with progress.reporting(reporter):
+        return _run(args, argv, reporter)
+
+
+def _show_diff(args: argparse.Namespace) -> bool:
+    return args.command == "plan" or bool(getattr(args, "diff", False))
+
+
+def _run(args: argparse.Namespace, argv: Sequence[str] | None,
+         reporter: output.ConsoleReporter) -> int:
+    from ascendpatch import output
+
     as_json: bool = args.json
     color: str = args.color
     try:
         result = _dispatch(args)
     except AscendpatchError as exc:
-        from ascendpatch import output
-
         output.error(str(exc), command=args.command, exit_code=exc.exit_code, as_json=as_json,
                      color=color)
         return exc.exit_code
@@ -75,16 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"[FAIL] {_interrupted(args.command)}\n")
         return EXIT_INTERRUPTED
     except Exception as exc:  # the error boundary: a bug, not a user error
-        from ascendpatch import crashlog, output
+        from ascendpatch import crashlog
 
         log = crashlog.write(exc, argv if argv is not None else sys.argv[1:])
         output.error(f"unexpected error: {type(exc).__name__}: {exc}", command=args.command,
                      exit_code=EXIT_UNEXPECTED, as_json=as_json, color=color, log_path=log)
         return EXIT_UNEXPECTED
-    from ascendpatch import output
-
     try:
-        output.render(result, as_json=as_json, color=color, show_diff=args.command == "plan")
+        output.render(result, as_json=as_json, color=color, show_diff=_show_diff(args),
+                      quiet=args.quiet, shown=frozenset(reporter.shown))
         sys.stdout.flush()
     except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
         _silence_stdout()

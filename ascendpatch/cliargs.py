@@ -48,9 +48,15 @@ def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                         help="bundled manifest name or YAML path (default: the bundled catalog)")
     parser.add_argument("--json", action="store_true", default=dflt(False),
                         help="one JSON document on stdout")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default=dflt("auto"))
+    parser.add_argument("--color", choices=("auto", "always", "never"), default=dflt("auto"),
+                        help="colour and progress on stderr: auto = only on a terminal "
+                             "(NO_COLOR / FORCE_COLOR are honoured), always, never")
     parser.add_argument("--lock-timeout", type=seconds, default=dflt(300.0), metavar="SECONDS",
                         help="how long to wait for another run's lock (default 300)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=dflt(False),
+                        help="also show the pip / pip-compile command lines and their output")
+    parser.add_argument("-q", "--quiet", action="store_true", default=dflt(False),
+                        help="show only problems ([FAIL] and [WARN] lines)")
 
 
 def source_options(parser: argparse.ArgumentParser) -> None:
@@ -60,8 +66,25 @@ def source_options(parser: argparse.ArgumentParser) -> None:
                         help="never contact an index (pip --no-index); needs --wheelhouse")
 
 
+def output_file(value: str) -> Path:
+    """-o FILE: "-" is stdout; a missing parent folder is invalid input (exit 2), never a crash."""
+    path = Path(value)
+    if value != "-" and not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {path.parent} does not exist; create it "
+                                         f"first: mkdir -p {path.parent}")
+    return path
+
+
 def _ids(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("ids", nargs="*", metavar="ID",
+                   help="artifact ids from the manifest (default: every enabled artifact)")
+
+
+def _revert(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ids", nargs="*", metavar="ID",
+                   help="artifact ids from the manifest (default: every applied artifact)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="show what would be restored; exit 1 if anything would")
 
 
 def _with(p: argparse.ArgumentParser, text: str = "also this optional artifact") -> None:
@@ -74,7 +97,14 @@ def _apply(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="show what would change; exit 1 if anything would")
     p.add_argument("--force", action="store_true",
-                   help="overwrite files ascendpatch does not recognise (keeps a backup)")
+                   help="drop-in / file / plugin artifacts: replace a file whose content is "
+                        "not a known original (it is backed up first; 'revert' restores it); "
+                        "diff artifacts: complete a partially applied patch. A diff conflict "
+                        "(hunks match neither state) is never forced: reinstall the package or "
+                        "port the patch")
+    p.add_argument("--diff", action="store_true",
+                   help="also print the unified diff of each change (with --dry-run: like "
+                        "Ansible's --check --diff)")
     _with(p)
 
 
@@ -86,14 +116,16 @@ def _plan(p: argparse.ArgumentParser) -> None:
 def _verify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-probes", action="store_true",
                    help="skip the operator probes (no subprocess of the target)")
-    p.add_argument("--probe-timeout", type=seconds, default=120.0, metavar="SECONDS")
+    p.add_argument("--probe-timeout", type=seconds, default=120.0, metavar="SECONDS",
+                   help="how long the operator probe subprocess may run (default 120)")
     p.add_argument("--serve-log", type=Path, metavar="FILE",
                    help="also check a vLLM serve log for the markers the manifest needs")
     _with(p, "also expect this optional artifact to be applied")
 
 
 def _snapshot(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    p.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE",
+                   help="where to write the JSON snapshot ('-' for stdout)")
     p.add_argument("--all-files", action="store_true",
                    help="hash every installed file, not only the stack's packages")
 
@@ -106,12 +138,13 @@ def _audit(p: argparse.ArgumentParser) -> None:
 
 
 def _diff(p: argparse.ArgumentParser) -> None:
-    p.add_argument("first", type=Path, metavar="A.json")
-    p.add_argument("second", type=Path, metavar="B.json")
+    p.add_argument("first", type=Path, metavar="A.json", help="the older snapshot")
+    p.add_argument("second", type=Path, metavar="B.json", help="the newer snapshot")
 
 
 def _install(p: argparse.ArgumentParser) -> None:
-    p.add_argument("reqs", nargs="*", metavar="REQ")
+    p.add_argument("reqs", nargs="*", metavar="REQ",
+                   help="extra requirements to install with the stack's pins (pip syntax)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the change set; exit 1 if it is not empty")
     p.add_argument("--lock", type=Path, metavar="FILE",
@@ -119,11 +152,13 @@ def _install(p: argparse.ArgumentParser) -> None:
 
 
 def _output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    p.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE",
+                   help="where to write the lock ('-' for stdout)")
 
 
 def _folder(p: argparse.ArgumentParser) -> None:
-    p.add_argument("folder", type=Path, metavar="DIR")
+    p.add_argument("folder", type=Path, metavar="DIR",
+                   help="the folder to create or update")
 
 
 def _bundle(p: argparse.ArgumentParser) -> None:
@@ -136,35 +171,46 @@ def _bundle(p: argparse.ArgumentParser) -> None:
 
 def _sandbox(p: argparse.ArgumentParser) -> None:
     _folder(p)
-    p.add_argument("--vllm-ascend", default="0.18.0", metavar="VERSION")
+    p.add_argument("--vllm-ascend", default="0.18.0", metavar="VERSION",
+                   help="the vllm-ascend release to install (default 0.18.0)")
 
 
 def _logs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                   help="vLLM serve logs (one per TP rank or node)")
     _with(p, "also require the markers of this optional artifact")
 
 
 def _smoke(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", required=True, metavar="http://HOST:PORT")
+    p.add_argument("--url", required=True, metavar="http://HOST:PORT",
+                   help="the server's base URL")
     p.add_argument("--model", metavar="ID", help="the model id clients will ask for")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
-                   help="bounds each whole request, body included (default 120)")
+    p.add_argument("--request-timeout", "--timeout", dest="timeout", type=float, default=120.0,
+                   metavar="SECONDS",
+                   help="bounds each whole request, body included (default 120; --timeout is "
+                        "an alias)")
     p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                    help="first wait up to SECONDS for GET /v1/models to answer 200")
 
 
 def _launch(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path, metavar="deploy.yaml")
+    p.add_argument("--config", type=Path, metavar="deploy.yaml",
+                   help="a deploy config to check (vllm-omni stage knobs, serve arguments)")
     p.add_argument("--model-dir", type=Path, metavar="DIR",
                    help="the model folder (default: the one the command names)")
-    p.add_argument("serve", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    p.add_argument("serve", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                   help="the vllm serve command line, after --")
 
 
 def _stop(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--pidfile", type=Path, metavar="FILE")
-    which.add_argument("--pid", type=int, metavar="N")
-    p.add_argument("--grace", type=float, default=5.0, metavar="SECONDS")
+    which.add_argument("--pidfile", type=Path, metavar="FILE",
+                       help="a file holding the server's PID")
+    which.add_argument("--pid", type=int, metavar="N", help="the server's PID")
+    p.add_argument("--grace-timeout", "--grace", dest="grace", type=float, default=5.0,
+                   metavar="SECONDS",
+                   help="how long to wait after TERM before KILL (default 5; --grace is an "
+                        "alias)")
     p.add_argument("--all-vllm", action="store_true",
                    help="also stop every vLLM process of this user, even with a live parent "
                         "(default: only the server's own and re-parented ones)")
@@ -173,16 +219,18 @@ def _stop(p: argparse.ArgumentParser) -> None:
 
 
 def _capture(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dist", metavar="DIST")
-    p.add_argument("--id", dest="artifact_id", metavar="ID")
+    p.add_argument("dist", metavar="DIST", help="the installed distribution you edited")
+    p.add_argument("--id", dest="artifact_id", metavar="ID",
+                   help="the artifact id (default: derived from DIST)")
     p.add_argument("--output", type=Path, metavar="FILE", help="the patch (default ID.patch)")
     p.add_argument("--manifest-out", type=Path, metavar="FILE",
                    help="add or update the artifact in this manifest")
 
 
 def _port(p: argparse.ArgumentParser) -> None:
-    p.add_argument("artifact_id", metavar="ID")
-    p.add_argument("--to", required=True, metavar="VERSION")
+    p.add_argument("artifact_id", metavar="ID", help="a diff artifact of the manifest")
+    p.add_argument("--to", required=True, metavar="VERSION",
+                   help="the vllm-ascend release to port to")
     p.add_argument("--from", dest="start", metavar="VERSION",
                    help="the variant to port (default: the one covering --to, else newest)")
     p.add_argument("--write", action="store_true",
@@ -192,7 +240,8 @@ def _port(p: argparse.ArgumentParser) -> None:
 def _catalog_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("versions", nargs="*", metavar="VERSION",
                    help="default: every release (wheel or sdist) on the index (or wheelhouse)")
-    p.add_argument("--markdown", type=Path, metavar="FILE")
+    p.add_argument("--markdown", type=Path, metavar="FILE",
+                   help="also write the matrix as a Markdown table to FILE")
     p.add_argument("--new", action="store_true",
                    help="only the releases newer than the catalog, each with a verdict "
                         "decided by content (a weekly maintainer check)")
@@ -226,7 +275,7 @@ _C = "ascendpatch.commands."
 COMMANDS = (
     Command("apply", "apply artifacts (idempotent)", _C + "apply:from_args", _apply),
     Command("plan", "what apply would do, with diffs", _C + "plan:from_args", _plan),
-    Command("revert", "restore the original files", _C + "revert:from_args", _ids),
+    Command("revert", "restore the original files", _C + "revert:from_args", _revert),
     Command("status", "each artifact and file's state", _C + "status:from_args", _ids),
     Command("verify", "read-only check of pins, patches, dependencies, probes, env",
             _C + "verify:from_args", _verify),
@@ -261,3 +310,72 @@ COMMANDS = (
             _C + "fleet:from_args", _fleet_report),
     Command("manifests", "list the bundled manifests", _C + "manifests:from_args", _nothing),
 )
+
+
+# Each subcommand's description (what it does and what it exits with) and one example, shown by
+# `ascendpatch COMMAND --help`. A command added to COMMANDS needs an entry here (a test says so).
+DOCS: dict[str, tuple[str, str]] = {
+    "apply": ("Bring the selected artifacts to their applied state. Idempotent: a second run "
+              "changes zero bytes. Ends with a recap: ok=N changed=N skipped=N failed=N. Exit 0 "
+              "when everything is applied, 1 on a conflict or refusal (with --dry-run: 1 when "
+              "changes are pending).",
+              "ascendpatch --python /usr/local/python3.12.13/bin/python3 apply --dry-run --diff"),
+    "plan": ("What apply would do, with the unified diff of each change. Exit 1 when changes "
+             "are pending.", "ascendpatch --python ./ascendpatch-sandbox/bin/python plan"),
+    "revert": ("Restore byte-identical originals from backups (or by reversing the patch and "
+               "checking against the wheel's RECORD). Ends with the same recap as apply.",
+               "ascendpatch --python ./ascendpatch-sandbox/bin/python revert --dry-run"),
+    "status": ("Each artifact and file with its state: pristine, applied, partial or conflict. "
+               "Exit 1 when anything is not in the desired state.",
+               "ascendpatch --python ./ascendpatch-sandbox/bin/python status"),
+    "verify": ("Read-only: stack pins, artifact states, dependency consistency, operator probes, "
+               "CANN / ATB environment and required env vars. Exit 1 on any [FAIL].",
+               "ascendpatch --python ./ascendpatch-sandbox/bin/python verify --no-probes"),
+    "install": ("Install the manifest's pins and REQs with the target's pip; refuses when torch, "
+                "torch-npu or another protected package would change. --dry-run exits 1 when the "
+                "change set is not empty.",
+                "ascendpatch --python ./ascendpatch-sandbox/bin/python install --dry-run"),
+    "lock": ("Compile the manifest's stack into a hashed requirements lock with pip-tools, "
+             "resolved for the target's Python; protected packages stay with the image.",
+             "ascendpatch --manifest vllm-ascend-0.18.0 lock -o stack.lock"),
+    "snapshot": ("Write a JSON record of the target (distributions, artifact states, hashes).",
+                 "ascendpatch --python ./ascendpatch-sandbox/bin/python snapshot -o before.json"),
+    "audit": ("Check every installed file against its RECORD, rpm -V style: changed, missing, "
+              "orphans; ascendpatch's own patches are shown as expected. Exit 1 on drift.",
+              "ascendpatch --python ./ascendpatch-sandbox/bin/python audit"),
+    "diff": ("Compare two snapshots (two nodes, or before/after an image rebuild). Exit 1 when "
+             "they differ.", "ascendpatch diff before.json after.json"),
+    "sandbox": ("Build (or check) a throwaway target: the real vllm-ascend wheel plus labelled "
+                "stand-ins for torch / torch-npu. Runs on any machine, no NPU needed.",
+                "ascendpatch sandbox ./ascendpatch-sandbox --vllm-ascend 0.18.0"),
+    "bundle": ("Build a wheelhouse (ascendpatch, its dependencies, pip-tools) for air-gapped "
+               "hosts; install there with: bash install.sh --wheelhouse DIR.",
+               "ascendpatch bundle ./wheels"),
+    "logs": ("Triage vLLM serve logs: known-benign lines (why), known faults (fix), unknown "
+             "lines for a human, and the markers the manifest requires.",
+             "ascendpatch logs serve-rank0.log serve-rank1.log"),
+    "smoke": ("GET /v1/models, then one chat completion with top_p=0.9 (the request that used "
+              "to kill EngineCore); names model-id mismatches.",
+              "ascendpatch smoke --url http://127.0.0.1:8000 --model Muse-Glimmer-30B"),
+    "check-launch": ("Check a vllm serve command line and/or a deploy config before launching.",
+                     "ascendpatch check-launch -- vllm serve /models/m --quantization ascend"),
+    "stop": ("Stop a vLLM server: TERM its process group, wait, KILL, then its leftover "
+             "EngineCore / Worker processes.", "ascendpatch stop --pidfile serve.pid"),
+    "capture": ("Turn edits of an installed distribution into a patch (and a manifest entry).",
+                "ascendpatch --python ./ascendpatch-sandbox/bin/python capture vllm-ascend "
+                "--id my-fix --output my-fix.patch"),
+    "port": ("Check a diff artifact against another vllm-ascend release, hunk by hunk; --write "
+             "adds the ported variant.",
+             "ascendpatch port sampler-topk-topp-fallback --to 0.27.1rc1"),
+    "catalog-check": ("Matrix of every diff artifact against every release with wheels (a table "
+                      "on a terminal, --json, --markdown FILE).",
+                      "ascendpatch catalog-check 0.18.0 0.23.0"),
+    "manifests": ("List the bundled manifests, each validated, with their pins and artifacts "
+                  "(optional ones marked).", "ascendpatch manifests --json"),
+}
+
+
+def describe(command: Command) -> tuple[str, str]:
+    """(description, epilog) for the command's --help."""
+    description, example = DOCS.get(command.name, (command.help, ""))
+    return description, (f"example:\n  {example}" if example else "")

@@ -243,7 +243,8 @@ def _ledger_only(plan: ArtifactPlan, store: StateStore, records: dict[str, Ledge
     return changes
 
 
-def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger) -> ArtifactResult:
+def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger, *,
+                dry_run: bool = False) -> ArtifactResult:
     if plan.skip is not None:
         return skipped(plan)
     title, aid = plan.artifact.title, plan.artifact.id
@@ -262,10 +263,14 @@ def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger) -> Artifa
                            details=_details(plan))
         restores.append(_Restore(fp, data[0]))
     if not restores and not extra:
-        if aid in ledger:
+        if aid in ledger and not dry_run:
             store.commit([], lambda led: {k: v for k, v in led.items() if k != aid})
         return _result(plan, Status.NOT_APPLIED, Level.OK,
                        f"{title} is not applied; nothing to revert",
+                       files=_file_results(plan.files))
+    if dry_run:
+        names = ", ".join([r.plan.rel for r in restores] + [store.rel(c.path) for c in extra])
+        return _result(plan, Status.APPLIED, Level.WARN, f"{title}: would be reverted ({names})",
                        files=_file_results(plan.files))
     root = plan.context.root if plan.context else None  # a file the patch created goes with
     changes = [Change(r.plan.path, r.plan.current, r.data,  # the folders it emptied

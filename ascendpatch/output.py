@@ -1,25 +1,43 @@
-"""The one place that prints. Turns CommandResults into `[OK]` lines or a JSON document."""
+"""The one place that prints. Turns CommandResults into `[OK]` lines or a JSON document.
+
+Colour: ``--color always|never`` wins; with ``auto`` a set ``NO_COLOR`` turns colour off, a set
+``FORCE_COLOR`` turns it on, and otherwise colour (and the progress spinner, on stderr) appear
+only on a terminal. Progress comes through ``ascendpatch/progress.py``: core code reports long
+steps there, :class:`ConsoleReporter` shows them.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import IO, Any
 
-from ascendpatch.results import ArtifactResult, CheckResult, CommandResult, Item, Level
+from ascendpatch.results import (
+    CHECK_STATUS,
+    ArtifactResult,
+    CheckResult,
+    CommandResult,
+    Item,
+    Level,
+)
 
 JSON_FORMAT = 1
 _STYLE = {Level.OK: "green", Level.SKIP: "cyan", Level.WARN: "yellow", Level.FAIL: "bold red"}
+_PROBLEMS = (Level.WARN, Level.FAIL)
 
 
 class _Plain:
     """Logs, pipes and --color never: plain lines, without importing rich at all."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str] | None) -> None:
         self.stream = stream
 
     def print(self, markup: str) -> None:
-        self.stream.write(_strip_markup(markup) + "\n")
+        (self.stream or sys.stdout).write(_strip_markup(markup) + "\n")
 
 
 def _strip_markup(markup: str) -> str:
@@ -30,13 +48,24 @@ def _strip_markup(markup: str) -> str:
                   lambda m: m.group(1)[:len(m.group(1)) // (2 if m.group(2) else 1)] + "[", text)
 
 
-def _console(stream: IO[str], color: str) -> Any:
-    if color == "never" or (color == "auto" and not _isatty(stream)):
+def use_color(color: str, stream: IO[str] | None) -> bool:
+    """--color, then NO_COLOR / FORCE_COLOR (https://no-color.org, force-color.org), then TTY."""
+    if color in ("always", "never"):
+        return color == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+        return True
+    return _isatty(stream or sys.stdout)
+
+
+def _console(stream: IO[str] | None, color: str) -> Any:
+    """stream None: sys.stdout as it is at each write (rich's live display may redirect it)."""
+    if not use_color(color, stream):
         return _Plain(stream)
     from rich.console import Console  # imported here: keep start-up fast
 
-    force = True if color == "always" else None
-    return Console(file=stream, force_terminal=force, no_color=False, highlight=False,
+    return Console(file=stream, force_terminal=True, no_color=False, highlight=False,
                    soft_wrap=True, emoji=False)
 
 
@@ -62,31 +91,91 @@ def line(level: Level, text: str, *, color: str = "auto", stream: IO[str] | None
 
 
 def render(result: CommandResult, *, as_json: bool, color: str,
-           stream: IO[str] | None = None, show_diff: bool = False) -> None:
+           stream: IO[str] | None = None, show_diff: bool = False, quiet: bool = False,
+           shown: frozenset[int] = frozenset()) -> None:
+    """The whole result; ``shown`` holds id()s of items already streamed by the reporter."""
     out = stream or sys.stdout
     if as_json:
         out.write(json.dumps(to_json(result), indent=2) + "\n")
         return
-    console = _console(out, color)
+    if result.payload is not None:  # -o -: the document on stdout, the lines on stderr
+        out.write(result.payload)
+        out.flush()
+        out = sys.stderr
+    console = _console(stream if result.payload is None else out, color)
     for note in result.notes:
         console.print(f"[{_STYLE[Level.WARN]}]\\[WARN][/] {_escape(note)}")
+    table = _matrix_table(result) if not isinstance(console, _Plain) else None
     for item in result.results:
-        _render_item(console, item, show_diff)
+        if id(item) in shown or (quiet and item.level not in _PROBLEMS):
+            continue
+        if table is not None and item.level is Level.OK:
+            continue  # on a terminal the table says it
+        render_item(console, item, show_diff)
     fleet = result.extra.get("fleet")
     if isinstance(fleet, dict):
         fleet_table(fleet, out, color)
-    if result.summary:
+    if table is not None:
+        console.print(table)
+    elif result.summary and not quiet:
         console.print(_escape(result.summary))
+    _render_recap(_console(sys.stderr, color), result, quiet)
 
 
-def _render_item(console: Any, item: Item, show_diff: bool) -> None:
+def render_item(console: Any, item: Item, show_diff: bool) -> None:
     console.print(f"[{_STYLE[item.level]}]\\[{item.level.value}][/] {_escape(item.message)}")
-    if item.level in (Level.FAIL, Level.WARN) or show_diff:
+    if item.level in _PROBLEMS or show_diff:
         for detail in item.details:
             for text in detail.splitlines():
                 console.print(f"    {_escape(text)}")
     if show_diff and isinstance(item, ArtifactResult) and item.diff:
-        console.print(_escape(item.diff.rstrip("\n")))
+        for text in item.diff.rstrip("\n").splitlines():
+            console.print(_diff_line(text))
+
+
+def _diff_line(text: str) -> str:
+    """Unified-diff colours: headers bold, hunks cyan, removals red, additions green."""
+    escaped = _escape(text)
+    for prefix, style in (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"),
+                          ("-", "red")):
+        if text.startswith(prefix):
+            return f"[{style}]{escaped}[/]"
+    return escaped
+
+
+def _render_recap(console: Any, result: CommandResult, quiet: bool) -> None:
+    """On stderr, like the other summaries: stdout keeps one greppable line per artifact."""
+    if not result.command.startswith(("apply", "revert")):
+        return
+    recap = result.recap()
+    if quiet and not recap["failed"]:
+        return
+    style = "bold red" if recap["failed"] else "green"
+    counts = " ".join(f"{key}={value}" for key, value in recap.items())
+    console.print(f"[{style}]recap:[/] {counts}")
+
+
+_VERDICT_STYLE = {"applies": "green", "not needed": "cyan", "conflict": "bold red"}
+
+
+def _matrix_table(result: CommandResult) -> Any:
+    """catalog-check on a terminal: a rich table, one row per release, one column per artifact."""
+    matrix = result.extra.get("matrix")
+    if result.command != "catalog-check" or not isinstance(matrix, dict) or not matrix:
+        return None
+    from packaging.version import Version
+    from rich.table import Table
+
+    table = Table(title="diff artifacts x vllm-ascend releases")
+    table.add_column("release")
+    for artifact_id in matrix:
+        table.add_column(str(artifact_id))
+    versions = sorted({v for row in matrix.values() for v in row}, key=Version)
+    for version in versions:
+        cells = [str(row.get(version, "")) for row in matrix.values()]
+        table.add_row(version, *[f"[{_VERDICT_STYLE.get(c.split(' (')[0], 'yellow')}]"
+                                 f"{_escape(c)}[/]" for c in cells])
+    return table
 
 
 _CELL = {"OK": "green", "WARN": "yellow", "FAIL": "bold red"}
@@ -117,27 +206,30 @@ def fleet_table(doc: dict[str, Any], stream: IO[str], color: str) -> None:
 
 
 def to_json(result: CommandResult) -> dict[str, Any]:
+    """The documented envelope (schema: ascendpatch/data/output.schema.json)."""
     doc: dict[str, Any] = {
         "format": JSON_FORMAT,
         "command": result.command,
         "ok": result.ok,
         "exit_code": result.exit_code,
-        "results": [_item_json(r) for r in result.results],
+        "results": [item_json(r) for r in result.results],
         "notes": list(result.notes),
     }
+    if result.command.startswith(("apply", "revert")):
+        doc["recap"] = result.recap()
+    if result.payload is not None:
+        doc["payload"] = result.payload
     doc.update(result.extra)
     return doc
 
 
-def _item_json(item: Item) -> dict[str, Any]:
+def item_json(item: Item) -> dict[str, Any]:
+    """One shape for every item: artifacts and checks alike have id, kind, status, level."""
     if isinstance(item, CheckResult):
-        check: dict[str, Any] = {"id": item.id, "check": item.check, "level": item.level.value,
-                                 "message": item.message}
-        if item.details:
-            check["details"] = list(item.details)
-        if item.data:
-            check["data"] = item.data
-        return check
+        return {"id": item.id, "kind": item.check, "check": item.check,
+                "status": CHECK_STATUS[item.level], "level": item.level.value,
+                "message": item.message, "files": [], "details": list(item.details),
+                "data": dict(item.data)}
     doc: dict[str, Any] = {
         "id": item.id,
         "kind": item.kind,
@@ -145,20 +237,21 @@ def _item_json(item: Item) -> dict[str, Any]:
         "level": item.level.value,
         "message": item.message,
         "files": [f.__dict__ for f in item.files],
+        "details": list(item.details),
+        "data": {},
     }
-    if item.details:
-        doc["details"] = list(item.details)
     if item.diff:
         doc["diff"] = item.diff
     return doc
 
 
-def error(message: str, *, command: str, exit_code: int, as_json: bool, color: str,
+def error(message: str, *, command: str | None, exit_code: int, as_json: bool, color: str,
           log_path: str | None = None) -> None:
     """A failure that stopped the command before it produced results (stderr / JSON)."""
     if as_json:
-        doc = {"format": JSON_FORMAT, "command": command, "ok": False, "exit_code": exit_code,
-               "results": [], "error": {"message": message, "log": log_path}}
+        doc: dict[str, Any] = {
+            "format": JSON_FORMAT, "command": command, "ok": False, "exit_code": exit_code,
+            "results": [], "notes": [], "error": {"message": message, "log": log_path}}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     text = message + (f" (details: {log_path})" if log_path else "")
@@ -168,3 +261,87 @@ def error(message: str, *, command: str, exit_code: int, as_json: bool, color: s
 def progress(message: str, *, color: str) -> None:
     """Side remarks while a command runs (waiting for a lock): stderr, never stdout."""
     line(Level.WARN, message, color=color, stream=sys.stderr)
+
+
+def _ignore(count: int) -> None:
+    del count
+
+
+class ConsoleReporter:
+    """Shows what core code reports through ascendpatch.progress while a command runs.
+
+    Spinner / bar: on stderr, only when stderr is a terminal with colour (not under NO_COLOR,
+    --color never, -q). -v: command lines and their output on stderr. Items: printed on stdout
+    as they are reported (not with --json), and remembered so the final render skips them."""
+
+    def __init__(self, *, color: str, verbose: bool = False, quiet: bool = False,
+                 as_json: bool = False, show_diff: bool = False) -> None:
+        self.color = color
+        self.show_diff = show_diff
+        self.verbose = verbose
+        self.quiet = quiet
+        self.as_json = as_json
+        self.animate = (not quiet and _isatty(sys.stderr) and use_color(color, sys.stderr))
+        self.shown: set[int] = set()
+        self._live: Any = None
+        self._depth = 0
+
+    def task(self, label: str, total: int | None) -> AbstractContextManager[Any]:
+        if not self.animate:
+            return nullcontext(_ignore)
+        return self._task(label, total)
+
+    @contextmanager
+    def _task(self, label: str, total: int | None) -> Iterator[Any]:
+        live = self._start()
+        task_id = live.add_task(_escape(label), total=total)
+        self._depth += 1
+        try:
+            yield lambda count: live.advance(task_id, count)
+        finally:
+            self._depth -= 1
+            live.remove_task(task_id)
+            if self._depth == 0:
+                live.stop()
+                self._live = None
+
+    def _start(self) -> Any:
+        if self._live is None:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            console = Console(file=sys.stderr, force_terminal=True, highlight=False)
+            self._live = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                  BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                  console=console, transient=True,
+                                  redirect_stdout=_isatty(sys.stdout), redirect_stderr=False)
+            self._live.start()
+        return self._live
+
+    def _stderr(self) -> Any:
+        return self._live.console if self._live is not None else _console(sys.stderr, self.color)
+
+    def command(self, argv: Sequence[str]) -> None:
+        if self.verbose:
+            self._stderr().print(f"[dim]$ {_escape(shlex.join(argv))}[/]")
+
+    def output(self, text: str) -> None:
+        if self.verbose:
+            console = self._stderr()
+            for row in text.rstrip("\n").splitlines():
+                console.print(f"[dim]  {_escape(row)}[/]")
+
+    def item(self, item: Item) -> None:
+        if self.as_json:
+            return
+        self.shown.add(id(item))
+        if self.quiet and item.level not in _PROBLEMS:
+            return
+        render_item(_console(None, self.color), item, self.show_diff)

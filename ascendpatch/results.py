@@ -70,20 +70,56 @@ class CommandResult:
     summary: str = ""
     exit_code_override: int | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    payload: str | None = None  # `-o -`: the document itself goes to stdout, the lines to stderr
 
     @property
     def ok(self) -> bool:
-        return all(r.level is not Level.FAIL for r in self.results)
+        """True exactly when the exit code is 0 (JSON's "ok" never contradicts "exit_code")."""
+        return self.exit_code == EXIT_OK
 
     @property
     def exit_code(self) -> int:
         if self.exit_code_override is not None:
             return self.exit_code_override
-        return EXIT_OK if self.ok else EXIT_PROBLEMS
+        failed = any(r.level is Level.FAIL for r in self.results)
+        return EXIT_PROBLEMS if failed else EXIT_OK
+
+    def recap(self) -> dict[str, int]:
+        """Ansible-style counts for apply / revert: ok, changed, skipped, failed."""
+        counts = {"ok": 0, "changed": 0, "skipped": 0, "failed": 0}
+        for r in self.results:
+            counts[_recap_key(r)] += 1
+        return counts
+
+
+def _recap_key(item: Item) -> str:
+    if item.level is Level.FAIL:
+        return "failed"
+    if isinstance(item, ArtifactResult):
+        if _changes(item):
+            return "changed"
+        if item.status is Status.SKIPPED:
+            return "skipped"
+    elif item.level is Level.SKIP:
+        return "skipped"
+    return "ok"
+
+
+def _changes(item: ArtifactResult) -> bool:
+    """Applied / reverted now, or (--dry-run, a WARN line) would be."""
+    if item.level is Level.WARN:
+        return item.status in (Status.NOT_APPLIED, Status.APPLIED)
+    return item.status in (Status.APPLIED, Status.REVERTED)
+
+
+# The JSON "status" of a check (verify, audit, ...), so that every item has one.
+CHECK_STATUS = {Level.OK: "ok", Level.SKIP: "skipped", Level.WARN: "warning",
+                Level.FAIL: "failed"}
 
 
 def pending_exit_code(results: Sequence[Item]) -> int:
-    """plan / --dry-run / status: 1 when anything is not in the desired state (pip-tools style)."""
-    bad = any(r.level is Level.FAIL or (isinstance(r, ArtifactResult) and
-                                        r.status is Status.NOT_APPLIED) for r in results)
+    """plan / --dry-run / status: 1 when anything is not in the desired state (pip-tools style):
+    the "changes pending" exit code is 1, the same as "problems found"."""
+    bad = any(r.level is Level.FAIL or (isinstance(r, ArtifactResult) and _changes(r))
+              for r in results)
     return EXIT_PROBLEMS if bad else EXIT_OK

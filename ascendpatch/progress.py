@@ -1,0 +1,72 @@
+"""The progress seam: core code reports long steps, command lines and finished items here.
+
+Core code never prints. It calls :func:`task` around a long step (a download, a pip run, the
+hashing of an audit), :func:`command` / :func:`output` for what ``-v`` shows, and :func:`item`
+when a result is final, so that it can be shown at once instead of at the end. The CLI installs
+a reporter from ``ascendpatch/output.py`` with :func:`reporting`; without one (tests, library
+use) every call does nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ascendpatch.results import Item
+
+Advance = Callable[[int], None]  # advance(n): n more units of the task's total are done
+
+
+class Reporter(Protocol):
+    def task(self, label: str, total: int | None) -> AbstractContextManager[Advance]: ...
+
+    def command(self, argv: Sequence[str]) -> None: ...
+
+    def output(self, text: str) -> None: ...
+
+    def item(self, item: Item) -> None: ...
+
+
+_reporter: Reporter | None = None
+
+
+def _ignore(count: int) -> None:
+    del count
+
+
+@contextmanager
+def reporting(reporter: Reporter) -> Iterator[Reporter]:
+    """Route this process's progress to ``reporter`` for the duration of the block."""
+    global _reporter
+    previous, _reporter = _reporter, reporter
+    try:
+        yield reporter
+    finally:
+        _reporter = previous
+
+
+def task(label: str, total: int | None = None) -> AbstractContextManager[Advance]:
+    """``with task("downloading X") as advance:``; a spinner (or a bar when total is known)."""
+    if _reporter is None:
+        return nullcontext(_ignore)
+    return _reporter.task(label, total)
+
+
+def command(argv: Sequence[str]) -> None:
+    """A subprocess about to run (pip, pip-compile): shown with -v."""
+    if _reporter is not None:
+        _reporter.command(argv)
+
+
+def output(text: str) -> None:
+    """A subprocess's output: shown with -v."""
+    if _reporter is not None and text.strip():
+        _reporter.output(text)
+
+
+def item(result: Item) -> None:
+    """A final result, shown as it happens (the end-of-command rendering skips it)."""
+    if _reporter is not None:
+        _reporter.item(result)
