@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -88,9 +89,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ascendpatch import output, progress
 
     reporter = output.ConsoleReporter(color=args.color, verbose=args.verbose, quiet=args.quiet,
-                                      as_json=args.json, show_diff=_show_diff(args))
+                                      as_json=args.json, show_diff=_show_diff(args),
+                                      invocation=_invocation(args))
     with progress.reporting(reporter):
         return _run(args, argv, reporter)
+
+
+def _invocation(args: argparse.Namespace) -> str:
+    """How this run was pointed at its target, for the hints it prints."""
+    words = ["ascendpatch"]
+    if getattr(args, "python", None) is not None:
+        words += ["--python", str(args.python)]
+    elif getattr(args, "site_packages", None) is not None:
+        words += ["--site-packages", str(args.site_packages)]
+    if getattr(args, "manifest", "default") != "default":
+        words += ["--manifest", str(args.manifest)]
+    return shlex.join(words)
 
 
 def _show_diff(args: argparse.Namespace) -> bool:
@@ -121,7 +135,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str] | None,
         return EXIT_UNEXPECTED
     try:
         output.render(result, as_json=as_json, color=color, show_diff=_show_diff(args),
-                      quiet=args.quiet, shown=frozenset(reporter.shown))
+                      quiet=args.quiet, shown=frozenset(reporter.shown),
+                      invocation=reporter.invocation)
         sys.stdout.flush()
     except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
         _silence_stdout()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
@@ -41,8 +42,6 @@ class _Plain:
 
 
 def _strip_markup(markup: str) -> str:
-    import re
-
     text = re.sub(r"(?<!\\)\[/?[a-z ]*\]", "", markup)
     return re.sub(r"(\\*)\\\[(?=([a-z#/@])?)",  # undoes _escape
                   lambda m: m.group(1)[:len(m.group(1)) // (2 if m.group(2) else 1)] + "[", text)
@@ -92,11 +91,12 @@ def line(level: Level, text: str, *, color: str = "auto", stream: IO[str] | None
 
 def render(result: CommandResult, *, as_json: bool, color: str,
            stream: IO[str] | None = None, show_diff: bool = False, quiet: bool = False,
-           shown: frozenset[int] = frozenset()) -> None:
-    """The whole result; ``shown`` holds id()s of items already streamed by the reporter."""
+           shown: frozenset[int] = frozenset(), invocation: str = "ascendpatch") -> None:
+    """The whole result; ``shown`` holds id()s of items already streamed by the reporter;
+    hints ("run: ascendpatch apply X") repeat ``invocation`` (the --python / --manifest given)."""
     out = stream or sys.stdout
     if as_json:
-        out.write(json.dumps(to_json(result), indent=2) + "\n")
+        out.write(json.dumps(to_json(result, invocation), indent=2) + "\n")
         return
     if result.payload is not None:  # -o -: the document on stdout, the lines on stderr
         out.write(result.payload)
@@ -104,14 +104,14 @@ def render(result: CommandResult, *, as_json: bool, color: str,
         out = sys.stderr
     console = _console(stream if result.payload is None else out, color)
     for note in result.notes:
-        console.print(f"[{_STYLE[Level.WARN]}]\\[WARN][/] {_escape(note)}")
+        console.print(f"[{_STYLE[Level.WARN]}]\\[WARN][/] {_escape(hint(note, invocation))}")
     table = _matrix_table(result) if not isinstance(console, _Plain) else None
     for item in result.results:
         if id(item) in shown or (quiet and item.level not in _PROBLEMS):
             continue
         if table is not None and item.level is Level.OK:
             continue  # on a terminal the table says it
-        render_item(console, item, show_diff)
+        render_item(console, item, show_diff, invocation)
     fleet = result.extra.get("fleet")
     if isinstance(fleet, dict):
         fleet_table(fleet, out, color)
@@ -122,8 +122,20 @@ def render(result: CommandResult, *, as_json: bool, color: str,
     _render_recap(_console(sys.stderr, color), result, quiet)
 
 
-def render_item(console: Any, item: Item, show_diff: bool) -> None:
-    console.print(f"[{_STYLE[item.level]}]\\[{item.level.value}][/] {_escape(item.message)}")
+def hint(text: str, invocation: str) -> str:
+    """"run: ascendpatch apply X" -> "run: ascendpatch --python P apply X" (what was given)."""
+    if invocation == "ascendpatch":
+        return text
+    from ascendpatch.cliargs import COMMANDS
+
+    names = "|".join(re.escape(c.name) for c in COMMANDS)
+    return re.sub(rf"(?<![\w/.-])ascendpatch (?=(?:{names})\b)", invocation + " ", text)
+
+
+def render_item(console: Any, item: Item, show_diff: bool,
+                invocation: str = "ascendpatch") -> None:
+    message = hint(item.message, invocation)
+    console.print(f"[{_STYLE[item.level]}]\\[{item.level.value}][/] {_escape(message)}")
     if item.level in _PROBLEMS or show_diff:
         for detail in item.details:
             for text in detail.splitlines():
@@ -205,15 +217,15 @@ def fleet_table(doc: dict[str, Any], stream: IO[str], color: str) -> None:
             highlight=False, width=max(100, 14 * (len(doc["columns"]) + 2))).print(table)
 
 
-def to_json(result: CommandResult) -> dict[str, Any]:
+def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str, Any]:
     """The documented envelope (schema: ascendpatch/data/output.schema.json)."""
     doc: dict[str, Any] = {
         "format": JSON_FORMAT,
         "command": result.command,
         "ok": result.ok,
         "exit_code": result.exit_code,
-        "results": [item_json(r) for r in result.results],
-        "notes": list(result.notes),
+        "results": [item_json(r, invocation) for r in result.results],
+        "notes": [hint(note, invocation) for note in result.notes],
     }
     if result.command.startswith(("apply", "revert")):
         doc["recap"] = result.recap()
@@ -223,19 +235,19 @@ def to_json(result: CommandResult) -> dict[str, Any]:
     return doc
 
 
-def item_json(item: Item) -> dict[str, Any]:
+def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
     """One shape for every item: artifacts and checks alike have id, kind, status, level."""
     if isinstance(item, CheckResult):
         return {"id": item.id, "kind": item.check, "check": item.check,
                 "status": CHECK_STATUS[item.level], "level": item.level.value,
-                "message": item.message, "files": [], "details": list(item.details),
-                "data": dict(item.data)}
+                "message": hint(item.message, invocation), "files": [],
+                "details": list(item.details), "data": dict(item.data)}
     doc: dict[str, Any] = {
         "id": item.id,
         "kind": item.kind,
         "status": item.status.value,
         "level": item.level.value,
-        "message": item.message,
+        "message": hint(item.message, invocation),
         "files": [f.__dict__ for f in item.files],
         "details": list(item.details),
         "data": {},
@@ -275,8 +287,10 @@ class ConsoleReporter:
     as they are reported (not with --json), and remembered so the final render skips them."""
 
     def __init__(self, *, color: str, verbose: bool = False, quiet: bool = False,
-                 as_json: bool = False, show_diff: bool = False) -> None:
+                 as_json: bool = False, show_diff: bool = False,
+                 invocation: str = "ascendpatch") -> None:
         self.color = color
+        self.invocation = invocation
         self.show_diff = show_diff
         self.verbose = verbose
         self.quiet = quiet
@@ -344,4 +358,4 @@ class ConsoleReporter:
         self.shown.add(id(item))
         if self.quiet and item.level not in _PROBLEMS:
             return
-        render_item(_console(None, self.color), item, self.show_diff)
+        render_item(_console(None, self.color), item, self.show_diff, self.invocation)

@@ -127,6 +127,9 @@ def test_operator_probe_lines(tmp_path: Path, body: str, expected: str) -> None:
     python = _probe_env(tmp_path, "0.23.0", body)
     manifest = write_manifest(tmp_path / "m.yaml", [])
     result = run_cli("--python", python, "--manifest", manifest, "verify")
+    # hints repeat the --python / --manifest that were given (issue 13)
+    expected = expected.replace("fix: ascendpatch apply",
+                                f"fix: ascendpatch --python {python} --manifest {manifest} apply")
     assert expected in result.out.splitlines(), result.out
 
 
@@ -139,8 +142,8 @@ def test_probe_of_the_custom_op_generation_and_a_torch_pair_mismatch(tmp_path: P
     manifest = write_manifest(tmp_path / "m.yaml", [])
     out = run_cli("--python", python, "--manifest", manifest, "verify").out
     assert ("[FAIL] torch_npu 2.10.0.post4 needs torch==2.10.0, but torch 2.9.0 is installed "
-            "(ImportError: undefined symbol: x); fix: ascendpatch install restores the stack's "
-            "pair") in out
+            f"(ImportError: undefined symbol: x); fix: ascendpatch --python {python} --manifest "
+            f"{manifest} install restores the stack's pair") in out
 
 
 def test_probe_reports_fallback_when_op_missing_but_patch_applied(tmp_path: Path) -> None:

@@ -95,11 +95,14 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
     header = (f"# ascendpatch lock of manifest {ctx.manifest.name} for {target.describe()}\n"
               f"# protected (provided by the image, not locked): {', '.join(unsafe[3:])}\n"
               f"# install: ascendpatch --manifest {ctx.manifest.name} install --lock {output}\n")
-    atomic.write_atomic(output, (header + text).encode())
+    to_stdout = str(output) == "-"
+    if not to_stdout:
+        atomic.write_atomic(output, (header + text).encode())
     count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
     return CommandResult("lock", (CheckResult("lock", "lock", Level.OK,
                                               f"locked {count} packages with hashes into "
-                                              f"{output}"),))
+                                              f"{'stdout' if to_stdout else output}"),),
+                         payload=header + text if to_stdout else None)
 
 
 def conflict_lines(found: list[stackcheck.Conflict], check: str, outcome: str) \

@@ -6,6 +6,7 @@ from argparse import Namespace
 
 from ascendpatch.errors import ManifestError
 from ascendpatch.manifest import loader
+from ascendpatch.manifest.model import Manifest
 from ascendpatch.results import CheckResult, CommandResult, Level
 
 
@@ -19,10 +20,25 @@ def run() -> CommandResult:
                                        details=tuple(exc.problems)))
             continue
         pins = ", ".join(f"{p.name}{p.specifier}" for p in manifest.stack.packages) or "no pins"
+        optional = [a.id for a in manifest.artifacts if not a.enabled]
+        extra = f", optional: {', '.join(optional)} (--with ID)" if optional else ""
         text = f"{name}: {manifest.description or '(no description)'} [{pins}; " \
-               f"{len(manifest.artifacts)} artifact(s)]"
-        results.append(CheckResult(name, "manifest", Level.OK, text))
+               f"{len(manifest.artifacts)} artifact(s){extra}]"
+        results.append(CheckResult(name, "manifest", Level.OK, text, data=_fields(manifest)))
     return CommandResult("manifests", tuple(results))
+
+
+def _fields(manifest: Manifest) -> dict[str, object]:
+    """The manifest as fields for --json: scripts need not parse the message."""
+    return {
+        "name": manifest.name,
+        "description": manifest.description,
+        "pins": {p.name: str(p.specifier) for p in manifest.stack.packages},
+        "protected": list(manifest.protected),
+        "artifacts": [{"id": a.id, "kind": a.kind, "enabled": a.enabled}
+                      for a in manifest.artifacts],
+        "optional": [a.id for a in manifest.artifacts if not a.enabled],
+    }
 
 
 def from_args(args: Namespace) -> CommandResult:

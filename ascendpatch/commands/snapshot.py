@@ -36,10 +36,14 @@ def check_output(output: Path) -> None:
 def run(ctx: Context, output: Path, *, all_files: bool = False) -> CommandResult:
     check_output(output)
     doc = snapshot.take(ctx.target, ctx.manifest, artifact_states(ctx), all_files)
-    atomic.write_atomic(output, (json.dumps(doc, indent=1) + "\n").encode())
-    text = (f"snapshot of {ctx.target.describe()} written to {output} "
+    body = json.dumps(doc, indent=1) + "\n"
+    if str(output) != "-":
+        atomic.write_atomic(output, body.encode())
+    text = (f"snapshot of {ctx.target.describe()} written to "
+            f"{'stdout' if str(output) == '-' else output} "
             f"({len(doc['distributions'])} distributions, {len(doc['files'])} files hashed)")
-    return CommandResult("snapshot", (CheckResult("snapshot", "snapshot", Level.OK, text),))
+    return CommandResult("snapshot", (CheckResult("snapshot", "snapshot", Level.OK, text),),
+                         payload=body if str(output) == "-" else None)
 
 
 def diff(first: Path, second: Path) -> CommandResult:

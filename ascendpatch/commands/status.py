@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from argparse import Namespace
+from dataclasses import replace
 
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.engine import status_of
 from ascendpatch.planner import evaluate, prepare, select
-from ascendpatch.results import CommandResult, pending_exit_code
+from ascendpatch.results import ArtifactResult, CommandResult, Level, Status, pending_exit_code
+from ascendpatch.store.state import Ledger, StateStore
 
 
 def run(ctx: Context, ids: list[str]) -> CommandResult:
@@ -16,9 +18,25 @@ def run(ctx: Context, ids: list[str]) -> CommandResult:
     with reading(ctx) as session:
         ledger = session.store.load_ledger()
         results = tuple(status_of(evaluate(a, k), ledger, session.store) for a, k in prepared)
+        if not ids:
+            results += tuple(_optional(ctx, ledger, session.store))
     summary = f"target: {ctx.target.describe()}; manifest: {ctx.manifest.name}"
     return CommandResult("status", results, tuple(session.notes), summary=summary,
                          exit_code_override=pending_exit_code(results))
+
+
+def _optional(ctx: Context, ledger: Ledger, store: StateStore) -> list[ArtifactResult]:
+    """Optional artifacts not enabled (smoothquant, ...): listed, and shown applied if they are."""
+    off = [a for a in ctx.manifest.artifacts if not a.enabled and a.id not in ctx.enabled_extra]
+    shown = []
+    for artifact, kctx in prepare(off, ctx.target, ctx.env, required=False):
+        found = status_of(evaluate(artifact, kctx), ledger, store)
+        if found.status is not Status.ALREADY_APPLIED:
+            found = replace(found, status=Status.SKIPPED, level=Level.SKIP,
+                            message=f"{artifact.title}: optional, not enabled ({found.status.value}"
+                                    f"); enable: ascendpatch apply --with {artifact.id}")
+        shown.append(found)
+    return shown
 
 
 def from_args(args: Namespace) -> CommandResult:
