@@ -34,6 +34,7 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ascendpatch import progress
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.introcache import read_private, write_private
 from ascendpatch.store import atomic
@@ -410,7 +411,9 @@ def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache
     out.timings.stat = clock() - start
     if meanwhile is not None:
         meanwhile()
-    for key, digest, seconds in hasher.results():
+    with progress.task(f"hashing {hasher.count} files"):  # a spinner on a terminal
+        hashed = hasher.results()
+    for key, digest, seconds in hashed:
         digests[key] = digest
         if digest.startswith(UNREADABLE):
             continue

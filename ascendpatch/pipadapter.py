@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ascendpatch import progress
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.target import Target
 
@@ -58,9 +59,34 @@ def pip_command(target: Target) -> list[str]:
 
 
 def _run(cmd: Sequence[str], env: Mapping[str, str] | None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=PIP_TIMEOUT,
-                          check=False, stdin=subprocess.DEVNULL,
-                          env=dict(env) if env is not None else None)
+    progress.command(cmd)  # -v shows the command line and pip's output
+    with progress.task(_label(cmd)):
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=PIP_TIMEOUT,
+                              check=False, stdin=subprocess.DEVNULL,
+                              env=dict(env) if env is not None else None)
+    progress.output(proc.stdout if "--report" not in cmd else "")
+    progress.output(proc.stderr)
+    return proc
+
+
+_VALUED = {"-d", "--dest", "-f", "--find-links", "--report", "-r", "-c", "--python", "-i",
+           "--index-url", "--extra-index-url", "--platform", "--python-version", "--only-binary",
+           "--no-binary", "-t", "--target", "--implementation", "--abi"}
+
+
+def _label(cmd: Sequence[str]) -> str:
+    """"pip install --dry-run vllm==0.18.0 ..." for the spinner: the verb and the packages."""
+    words = list(cmd)
+    verb = next((w for w in words if w in ("install", "download", "wheel")), "")
+    names: list[str] = []
+    after = words[words.index(verb) + 1:] if verb else []
+    for before, word in zip(["", *after], after, strict=False):
+        if not word.startswith("-") and before not in _VALUED:
+            names.append(word)
+    shown = " ".join(Path(n).name for n in names[-3:])
+    more = f" (+{len(names) - 3})" if len(names) > 3 else ""
+    dry = " --dry-run" if "--dry-run" in words else ""
+    return f"pip {verb}{dry} {shown}{more}".rstrip()
 
 
 def _tail(proc: subprocess.CompletedProcess[str], lines: int = 6) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import data, pipadapter
+from ascendpatch import data, pipadapter, progress
 from ascendpatch.errors import AscendpatchError
 from ascendpatch.pipadapter import Source
 from ascendpatch.store import atomic
@@ -105,7 +105,8 @@ def download_sdist(name: str, version: str, folder: Path) -> Path | None:
         url = urllib.parse.urljoin(f"{index_url()}/{canonicalize_name(name)}/",
                                    str(entry["url"]))
         try:
-            with urllib.request.urlopen(url, timeout=600) as resp:
+            with progress.task(f"downloading {filename}"), \
+                    urllib.request.urlopen(url, timeout=600) as resp:
                 data = resp.read()
         except (urllib.error.URLError, OSError) as exc:
             raise ReleaseError(f"cannot download {filename} from {index_url()}: {exc}",

@@ -151,11 +151,26 @@ def from_python(python: Path) -> Target:
     try:
         info = inscript.run_json(python, script, timeout=INTROSPECT_TIMEOUT)
     except inscript.ScriptError as exc:
+        if not _is_python(python):
+            raise TargetError(f"{python} is not a Python interpreter",
+                              fix="pass --python with the path of the image's python, e.g. "
+                                  "/usr/local/python3.12.13/bin/python3") from None
         raise TargetError(f"target interpreter {python} failed to report its environment: "
-                          f"{exc}", fix="it must be Python 3.8 or newer") from None
+                          f"{str(exc)[:300]}", fix="it must be Python 3.8 or newer") from None
     target = _target_from_report(python, info)
     introcache.save(python, script, info)
     return target
+
+
+def _is_python(python: Path) -> bool:
+    """After a failed introspection: does it answer a one-line Python program at all?"""
+    try:
+        done = subprocess.run([str(python), "-c", "print('ascendpatch-python-' + 'ok')"],
+                              capture_output=True, text=True, timeout=30, check=False,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "ascendpatch-python-ok" in done.stdout
 
 
 def _target_from_report(python: Path, info: dict[str, Any]) -> Target:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ascendpatch import data, installplan, pipadapter, stackcheck
+from ascendpatch import data, installplan, pipadapter, progress, stackcheck
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.errors import InvalidInputError
@@ -83,8 +83,11 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
         cmd = [str(compile_bin), "--generate-hashes", "--no-header",
                "--strip-extras", *[a for u in unsafe for a in ("--unsafe-package", u)],
                *source.args(), "-o", str(result), str(spec)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                              stdin=subprocess.DEVNULL, cwd=tmp)
+        progress.command(cmd)
+        with progress.task(f"pip-compile {ctx.manifest.name}"):
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                                  stdin=subprocess.DEVNULL, cwd=tmp)
+        progress.output(proc.stderr)
         if proc.returncode != 0:
             raise PipError(f"pip-compile could not resolve the stack of {ctx.manifest.name}: "
                            f"{pipadapter.explain(proc.stdout + chr(10) + proc.stderr)}; "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import diffwrite, needed, porting, releases
+from ascendpatch import diffwrite, needed, porting, progress, releases
 from ascendpatch.commands import context
 from ascendpatch.diffpatch import FilePatch, analyze, apply_forward
 from ascendpatch.errors import InvalidInputError
@@ -195,6 +195,7 @@ def catalog_check(manifest: Manifest, versions: list[str], source: Source,
                                     f"{artifact.id} x {artifact.distribution} {version}: {cell}",
                                     data={"artifact": artifact.id, "version": version,
                                           "verdict": cell}))
+            progress.item(rows[-1])  # shown as each release is checked
     table = markdown_table(matrix)
     if markdown is not None:
         markdown.write_text(table)

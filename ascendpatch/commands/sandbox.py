@@ -17,6 +17,8 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from ascendpatch import data, pipadapter, standins
 from ascendpatch.commands import context
 from ascendpatch.errors import InvalidInputError, RefusedError
@@ -46,9 +48,40 @@ def _wheel(version: str, source: Source) -> Path:
     proc = pipadapter.run_pip(["download", "--no-deps", "--only-binary", ":all:", "--quiet",
                                "-d", str(cache), f"vllm-ascend=={version}"])
     if proc.returncode != 0:
-        raise PipError(f"cannot download vllm-ascend {version}: {proc.stderr.strip()[-300:]}",
-                       fix="pass --wheelhouse DIR holding the wheel")
+        raise PipError(f"cannot download vllm-ascend {version}: {_why(proc.stderr, source)}",
+                       fix="pick one of those releases, or pass --wheelhouse DIR holding the "
+                           "wheel")
     return sorted(cache.glob(f"vllm_ascend-{version}-*.whl"))[0]
+
+
+def _why(stderr: str, source: Source) -> str:
+    """Name the releases that exist instead of pip's cut-off message."""
+    from ascendpatch import releases
+
+    try:
+        known = releases.versions_with_wheels("vllm-ascend", source)
+    except releases.ReleaseError:
+        known = []
+    if not known:
+        lines = [line for line in stderr.splitlines() if line.startswith("ERROR")]
+        return " | ".join(lines[-2:]) or stderr.strip()[-300:]
+    return (f"no wheel of that release for this Python on the index; releases with wheels: "
+            f"{', '.join(known)}")
+
+
+def _check_version(version: str) -> None:
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise InvalidInputError(f"--vllm-ascend {version!r} is not a version",
+                                fix="e.g. --vllm-ascend 0.18.0") from None
+
+
+def _installed_version(folder: Path) -> str | None:
+    """vllm-ascend's version as installed in the sandbox (read from its dist-info name)."""
+    for info in folder.glob("lib/python*/site-packages/vllm_ascend-*.dist-info"):
+        return info.name[len("vllm_ascend-"):-len(".dist-info")]
+    return None
 
 
 def _build(folder: Path, python: Path, wheel: Path, version: str) -> dict[str, Any]:
@@ -92,8 +125,14 @@ def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
                                 fix="give a new or empty folder")
     marker = folder / MARKER
     python = folder / "bin" / "python"
+    _check_version(version)
     if marker.is_file():
         existing = json.loads(marker.read_text())
+        installed = _installed_version(folder) or existing["vllm_ascend"]
+        if Version(installed) != Version(version):
+            raise RefusedError(f"sandbox {folder} holds vllm-ascend {installed}, not {version}; "
+                               f"not touching it", fix=f"use --vllm-ascend {installed}, another "
+                               f"folder, or remove it first: rm -rf {folder}")
         return CommandResult("sandbox", (CheckResult(
             "sandbox", "sandbox", Level.OK,
             f"sandbox {folder} already exists (vllm-ascend {existing['vllm_ascend']}, "
