@@ -121,7 +121,7 @@ def test_every_commands_json_fits_the_schema(world: dict[str, Path]) -> None:
 
 
 def test_verify_items_have_a_status_and_ok_matches_the_exit_code(world: dict[str, Path]) -> None:
-    t = ["--site-packages", world["site"], "--manifest", world["manifest"]]
+    t: list[str | Path] = ["--site-packages", world["site"], "--manifest", world["manifest"]]
     doc = run_cli(*t, "verify", "--no-probes", "--json").json
     assert all(item["status"] in ("ok", "skipped", "warning", "failed") for item in doc["results"])
     status = run_cli(*t, "status", "--json")  # not applied yet: changes pending
@@ -147,7 +147,7 @@ def test_manifests_gives_ids_pins_and_optional_artifacts_as_fields() -> None:
 
 
 def test_status_lists_optional_artifacts(world: dict[str, Path]) -> None:
-    t = ["--site-packages", world["site"], "--manifest", world["manifest"]]
+    t: list[str | Path] = ["--site-packages", world["site"], "--manifest", world["manifest"]]
     out = run_cli(*t, "status").out
     assert ("[SKIP] demo extra file: optional, not enabled (not-applied); enable: ascendpatch "
             f"--site-packages {world['site']} --manifest {world['manifest']} apply --with "
