@@ -8,6 +8,10 @@
 #   4. ascendpatch apply    (the catalog's fixes for the installed versions);
 #   5. ascendpatch verify   (read-only: pins, patches, dependencies, probes, environment).
 #
+# Like pipx, the `ascendpatch` launcher is linked into ~/.local/bin (or $ASCENDPATCH_BIN_DIR)
+# and bash completion (from the argparse parser, via shtab) is written where bash-completion
+# finds it; `--uninstall` removes the venv, the link and the completion file.
+#
 # Re-running changes nothing and prints the same [OK] lines. A failing step stops the script
 # with a non-zero exit code and names the step; every step is itself all-or-nothing.
 set -euo pipefail
@@ -32,6 +36,11 @@ Options:
                          connected machine with: ascendpatch bundle DIR
   --prefix DIR           where ascendpatch's own venv lives
                          (default: $ASCENDPATCH_PREFIX or ~/.local/share/ascendpatch)
+  --bin-dir DIR          where the `ascendpatch` launcher is linked
+                         (default: $ASCENDPATCH_BIN_DIR or ~/.local/bin)
+  --no-completion        do not write the bash completion file
+  --uninstall            remove ascendpatch's venv, the launcher link and the completion
+                         file (targets and sandboxes are left alone), then exit
   -h, --help             this help
 
 Environment:
@@ -39,12 +48,13 @@ Environment:
   MODEL_DIR                the model's deploy package, for manifests whose sources use it
   ASCENDPATCH_PYTHON       target interpreter when --python is not given
   ASCENDPATCH_PREFIX       default for --prefix
+  ASCENDPATCH_BIN_DIR      default for --bin-dir
   ASCENDPATCH_TOOL_PYTHON  the Python (>= 3.10) that runs ascendpatch itself (default: the first
                            of python3, the target's interpreter, /usr/local/python3*/bin/python3
                            that is >= 3.10 and can create a venv: the vllm-omni image's system
                            python3 is a 3.10 without pip)
 
-Exit codes: 0 installed and verified; otherwise the failing step's code (1 problems found or
+Exit codes: 0 installed and verified (or uninstalled); otherwise the failing step's code (1 problems found or
 refused, 2 invalid input, 3 unexpected error).
 USAGE
 }
@@ -59,6 +69,9 @@ manifest="default"
 wheelhouse=""
 sandbox=""
 vllm_ascend="0.18.0"
+bin_dir="${ASCENDPATCH_BIN_DIR:-$HOME/.local/bin}"
+completion=1
+uninstall=0
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -74,6 +87,10 @@ while [ $# -gt 0 ]; do
                       wheelhouse="$(cd "$2" && pwd)" || { code=2 fail "no folder $2"; }; shift 2 ;;
         --prefix) [ $# -ge 2 ] || { code=2 fail "--prefix needs a folder"; }
                   prefix="$2"; shift 2 ;;
+        --bin-dir) [ $# -ge 2 ] || { code=2 fail "--bin-dir needs a folder"; }
+                   bin_dir="$2"; shift 2 ;;
+        --no-completion) completion=0; shift ;;
+        --uninstall) uninstall=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; code=2 fail "unknown option $1" ;;
     esac
@@ -81,6 +98,27 @@ done
 if [ -n "$sandbox" ] && [ -n "$target_python" ] && [ -z "${ASCENDPATCH_PYTHON:-}" ]; then
     code=2 fail "give either --python or --sandbox, not both"
 fi
+
+completion_file="${XDG_DATA_HOME:-$HOME/.local/share}/bash-completion/completions/ascendpatch"
+link="$bin_dir/ascendpatch"
+
+# ours LINK: the link points into this prefix's venv (never remove or replace anything else).
+ours() { [ -L "$1" ] && [ "$(readlink "$1")" = "$prefix/venv/bin/ascendpatch" ]; }
+
+do_uninstall() {
+    if ours "$link"; then rm -f "$link"; echo "[OK] removed the launcher $link"
+    elif [ -e "$link" ] || [ -L "$link" ]; then
+        echo "[WARN] $link is not ascendpatch's link into $prefix/venv; left alone"
+    fi
+    if [ -f "$completion_file" ] && grep -q "ascendpatch" "$completion_file"; then
+        rm -f "$completion_file"; echo "[OK] removed the completion file $completion_file"
+    fi
+    if [ -d "$prefix/venv" ]; then rm -rf "$prefix/venv"; echo "[OK] removed $prefix/venv"
+    else echo "[OK] no venv at $prefix/venv (already uninstalled)"; fi
+    rmdir "$prefix" 2>/dev/null || true
+    echo "=== Uninstalled (targets and sandboxes are left as they are) ==="
+}
+if [ "$uninstall" = 1 ]; then do_uninstall; exit 0; fi
 
 source_args=()
 [ -n "$wheelhouse" ] && source_args=(--offline --wheelhouse "$wheelhouse")
@@ -131,8 +169,49 @@ install_tool() {
          "in $prefix/venv (isolated from the target)"
 }
 
+# link_launcher: like pipx, ~/.local/bin/ascendpatch -> the venv's launcher; say how to get
+# that folder on PATH when it is not.
+link_launcher() {
+    mkdir -p "$bin_dir" || return 1
+    if [ -e "$link" ] || [ -L "$link" ]; then
+        if ! ours "$link"; then
+            echo "[WARN] $link exists and is not ascendpatch's link; left alone (run" \
+                 "$prefix/venv/bin/ascendpatch, or remove $link and run install.sh again)"
+            return 0
+        fi
+    fi
+    ln -sfn "$prefix/venv/bin/ascendpatch" "$link" || return 1
+    echo "[OK] launcher $link -> $prefix/venv/bin/ascendpatch"
+    case ":$PATH:" in
+        *":$bin_dir:"*) ;;
+        *) echo "[WARN] $bin_dir is not on PATH; add it (e.g. in ~/.bashrc):"
+           echo "export PATH=\"$bin_dir:\$PATH\"" ;;
+    esac
+}
+
+# install_completion: bash completion from the argparse parser (shtab, the [completion]
+# extra); skipped with a note when shtab is not available (an offline wheelhouse without it).
+install_completion() {
+    [ "$completion" = 1 ] || return 0
+    local py="$prefix/venv/bin/python" pip_src=(shtab)
+    [ -n "$wheelhouse" ] && pip_src=(--no-index --find-links "$wheelhouse" shtab)
+    if ! "$py" -c 'import shtab' >/dev/null 2>&1 && \
+       ! "$py" -m pip install --quiet --disable-pip-version-check "${pip_src[@]}" >/dev/null 2>&1
+    then
+        echo "[SKIP] bash completion: shtab is not installable here (pip install shtab)"
+        return 0
+    fi
+    mkdir -p "$(dirname "$completion_file")" || return 1
+    "$py" -m ascendpatch.completion bash > "$completion_file.tmp" && \
+        mv -f "$completion_file.tmp" "$completion_file" || return 1
+    echo "[OK] bash completion $completion_file (bash-completion loads it; or add to" \
+         "~/.bashrc: source $completion_file)"
+}
+
 ap="$prefix/venv/bin/ascendpatch"
 run_step "install ascendpatch" install_tool
+run_step "launcher" link_launcher
+run_step "completion" install_completion
 if [ -n "$sandbox" ]; then
     run_step "sandbox" "$ap" sandbox "$sandbox" --vllm-ascend "$vllm_ascend" \
         ${wheelhouse:+--wheelhouse "$wheelhouse"}
@@ -145,4 +224,5 @@ common=("${target_args[@]}" --manifest "$manifest")
 run_step "install" "$ap" "${common[@]}" install "${source_args[@]}"
 run_step "apply" "$ap" "${common[@]}" apply "${with_args[@]}"
 run_step "verify" "$ap" "${common[@]}" verify "${with_args[@]}"
+echo "next: ascendpatch ${target_args[*]:+${target_args[*]} }--manifest $manifest status"
 echo "=== Installation complete ==="
