@@ -43,7 +43,8 @@ def _wheel(version: str, source: Source) -> Path:
             return found[0]
     if source.offline:
         raise PipError(f"no vllm-ascend {version} wheel in {source.wheelhouse} and --offline "
-                       "forbids the index", fix="add the wheel to the wheelhouse")
+                       f"forbids the index ({_why('', source)})",
+                       fix="add the wheel to the wheelhouse")
     cache.mkdir(parents=True, exist_ok=True)
     proc = pipadapter.run_pip(["download", "--no-deps", "--only-binary", ":all:", "--quiet",
                                "-d", str(cache), f"vllm-ascend=={version}"])
@@ -62,10 +63,11 @@ def _why(stderr: str, source: Source) -> str:
         known = releases.versions_with_wheels("vllm-ascend", source)
     except releases.ReleaseError:
         known = []
+    where = f"in {source.wheelhouse}" if source.offline else "on the index"
     if not known:
         lines = [line for line in stderr.splitlines() if line.startswith("ERROR")]
-        return " | ".join(lines[-2:]) or stderr.strip()[-300:]
-    return (f"no wheel of that release for this Python on the index; releases with wheels: "
+        return " | ".join(lines[-2:]) or stderr.strip()[-300:] or f"no vllm-ascend wheel {where}"
+    return (f"no wheel of that release for this Python {where}; releases with wheels: "
             f"{', '.join(known)}")
 
 
