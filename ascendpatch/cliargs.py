@@ -75,6 +75,14 @@ def output_file(value: str) -> Path:
     return path
 
 
+def file_in_a_folder(value: str) -> Path:
+    """--markdown / --output FILE (no stdout form): its folder must exist (else exit 2)."""
+    if value == "-":
+        raise argparse.ArgumentTypeError("this option writes a file; '-' (stdout) is not "
+                                         "supported here")
+    return output_file(value)
+
+
 def _ids(p: argparse.ArgumentParser) -> None:
     p.add_argument("ids", nargs="*", metavar="ID",
                    help="artifact ids from the manifest (default: every enabled artifact)")
@@ -222,8 +230,9 @@ def _capture(p: argparse.ArgumentParser) -> None:
     p.add_argument("dist", metavar="DIST", help="the installed distribution you edited")
     p.add_argument("--id", dest="artifact_id", metavar="ID",
                    help="the artifact id (default: derived from DIST)")
-    p.add_argument("--output", type=Path, metavar="FILE", help="the patch (default ID.patch)")
-    p.add_argument("--manifest-out", type=Path, metavar="FILE",
+    p.add_argument("--output", type=file_in_a_folder, metavar="FILE",
+                   help="the patch (default ID.patch)")
+    p.add_argument("--manifest-out", type=file_in_a_folder, metavar="FILE",
                    help="add or update the artifact in this manifest")
 
 
@@ -240,7 +249,7 @@ def _port(p: argparse.ArgumentParser) -> None:
 def _catalog_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("versions", nargs="*", metavar="VERSION",
                    help="default: every release (wheel or sdist) on the index (or wheelhouse)")
-    p.add_argument("--markdown", type=Path, metavar="FILE",
+    p.add_argument("--markdown", type=file_in_a_folder, metavar="FILE",
                    help="also write the matrix as a Markdown table to FILE")
     p.add_argument("--new", action="store_true",
                    help="only the releases newer than the catalog, each with a verdict "

@@ -77,6 +77,15 @@ def test_output_parent_folder_missing_is_exit_2(site: Path, tmp_path: Path) -> N
     assert not (tmp_path / "nope").exists()
 
 
+@pytest.mark.parametrize("argv", [["catalog-check", "--markdown", "{}"],
+                                  ["capture", "demo", "--output", "{}"]])
+def test_other_output_files_in_a_missing_folder_are_exit_2(argv: list[str],
+                                                          tmp_path: Path) -> None:
+    target = str(tmp_path / "nope" / "out")
+    run = run_cli(*[a.format(target) for a in argv])
+    assert run.code == 2 and "does not exist; create it first" in run.err
+
+
 def test_output_dash_is_stdout(site: Path, tmp_path: Path) -> None:
     make_dist(site, "demo", "1.0.0", {"demo/__init__.py": ""})
     with_file = run_cli("--site-packages", site, "snapshot", "-o", "-")

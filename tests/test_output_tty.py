@@ -155,3 +155,43 @@ def test_results_stream_before_the_command_returns(world: list[str]) -> None:
     output.render(result, as_json=False, color="never", stream=final,
                   shown=frozenset(reporter.shown))
     assert final.getvalue() == ""  # not printed twice
+
+
+def test_catalog_check_matrix_is_a_table_with_releases_as_rows() -> None:
+    from ascendpatch.results import CheckResult, CommandResult, Level
+
+    matrix = {"fix-a": {"0.18.0": "applies", "0.9.1": "not needed"},
+              "fix-b": {"0.18.0": "conflict", "0.9.1": "applies"}}
+    rows = (CheckResult("fix-a@0.18.0", "catalog", Level.OK, "fix-a x 0.18.0: applies"),
+            CheckResult("fix-b@0.18.0", "catalog", Level.FAIL, "fix-b x 0.18.0: conflict"))
+    result = CommandResult("catalog-check", rows, summary="| markdown |",
+                           extra={"matrix": matrix})
+    term = io.StringIO()
+    output.render(result, as_json=False, color="always", stream=term)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", term.getvalue())
+    lines = plain.splitlines()
+    header = next(line for line in lines if "release" in line and "┃" in line)
+    assert header.index("fix-a") < header.index("fix-b")  # artifacts are the columns
+    first = next(i for i, line in enumerate(lines) if "0.9.1" in line)
+    second = next(i for i, line in enumerate(lines) if "0.18.0" in line and "│" in line)
+    assert first < second  # releases are the rows, oldest first
+    assert "[FAIL] fix-b x 0.18.0: conflict" in plain and "fix-a x 0.18.0" not in plain
+    piped = io.StringIO()
+    output.render(result, as_json=False, color="never", stream=piped)
+    assert piped.getvalue().endswith("| markdown |\n")  # a pipe keeps the Markdown table
+
+
+def test_apply_diff_and_revert_dry_run(world: list[str]) -> None:
+    dry = run_cli(*world, "apply", "--dry-run", "--diff")
+    assert dry.code == 1  # changes pending
+    assert "[WARN] demo fix: would be applied\n" in dry.out and "\n+b = 22\n" in dry.out
+    assert dry.err == "recap: ok=0 changed=1 skipped=0 failed=0\n"
+    assert run_cli(*world, "apply").code == 0
+    site = Path(world[1])
+    before = (site / "demo" / "m0.py").read_bytes()
+    pending = run_cli(*world, "revert", "--dry-run")
+    assert pending.code == 1
+    assert pending.out == "[WARN] demo fix: would be reverted (demo/m0.py)\n"
+    assert (site / "demo" / "m0.py").read_bytes() == before  # nothing changed
+    assert run_cli(*world, "revert").code == 0
+    assert run_cli(*world, "revert", "--dry-run").code == 0  # nothing left to revert
