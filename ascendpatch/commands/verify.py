@@ -6,6 +6,7 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+from ascendpatch import progress
 from ascendpatch.checks import cann, deps, envvars, pins, plugins, probes, smoothquant
 from ascendpatch.commands import context, sandbox
 from ascendpatch.commands.context import Context
@@ -58,7 +59,8 @@ def _host_checks(ctx: Context, applied: set[str], no_probes: bool,
         results.append(CheckResult("probe", "probe", Level.SKIP,
                                    "operator probes skipped (--no-probes)"))
     else:
-        results += probes.check(ctx.target, applied, probe_timeout)
+        with progress.task("operator probes in the target interpreter"):
+            results += probes.check(ctx.target, applied, probe_timeout)
     return results + envvars.expected(ctx.manifest, ctx.env)
 
 
