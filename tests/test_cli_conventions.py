@@ -62,6 +62,10 @@ def test_apply_with_an_unknown_artifact_is_refused(site: Path, tmp_path: Path) -
     assert run.code == 2
     assert "[FAIL] --with bogus: no such artifact in manifest test" in run.err
     assert sorted(p.name for p in site.rglob("*")) == before
+    log = tmp_path / "serve.log"
+    log.write_text("INFO:     Application startup complete.\n")
+    logs = run_cli("--manifest", manifest, "logs", log, "--with", "bogus")
+    assert logs.code == 2 and "--with bogus: no such artifact" in logs.err
 
 
 def test_python_that_is_not_python_says_so() -> None:

@@ -94,6 +94,9 @@ def manifest_tp_size(manifest: Manifest) -> int:
 
 
 def _active(manifest: Manifest, enabled_extra: tuple[str, ...]) -> list[Artifact]:
+    from ascendpatch.planner import select
+
+    select(manifest, [], enabled_extra)  # refuses an unknown --with id (exit 2)
     return [a for a in manifest.artifacts if a.enabled or a.id in enabled_extra]
 
 
