@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,8 @@ from ascendpatch.errors import (
     EXIT_USAGE,
     AscendpatchError,
 )
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what the shell reports for a killed writer
 
 if TYPE_CHECKING:
     from ascendpatch import output
@@ -91,8 +94,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     reporter = output.ConsoleReporter(color=args.color, verbose=args.verbose, quiet=args.quiet,
                                       as_json=args.json, show_diff=_show_diff(args),
                                       invocation=_invocation(args))
-    with progress.reporting(reporter):
-        return _run(args, argv, reporter)
+    try:
+        with progress.reporting(reporter):
+            return _run(args, argv, reporter)
+    except BrokenPipeError:  # `ascendpatch manifests | head`: the reader left; no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 def _invocation(args: argparse.Namespace) -> str:
