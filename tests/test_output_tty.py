@@ -186,7 +186,9 @@ def test_apply_diff_and_revert_dry_run(world: list[str]) -> None:
     assert dry.code == 1  # changes pending
     assert "[WARN] demo fix: would be applied\n" in dry.out and "\n+b = 22\n" in dry.out
     assert dry.err == "recap: ok=0 changed=1 skipped=0 failed=0\n"
-    assert run_cli(*world, "apply").code == 0
+    applied = run_cli(*world, "apply", "--diff")  # a real run shows what it changed
+    assert applied.code == 0
+    assert applied.out.startswith("[OK] Applied demo fix\n") and "\n+b = 22\n" in applied.out
     site = Path(world[1])
     before = (site / "demo" / "m0.py").read_bytes()
     pending = run_cli(*world, "revert", "--dry-run")
