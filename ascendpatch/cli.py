@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -23,8 +22,6 @@ from ascendpatch.errors import (
     EXIT_USAGE,
     AscendpatchError,
 )
-
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what the shell reports for a killed writer
 
 if TYPE_CHECKING:
     from ascendpatch import output
@@ -94,13 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     reporter = output.ConsoleReporter(color=args.color, verbose=args.verbose, quiet=args.quiet,
                                       as_json=args.json, show_diff=_show_diff(args),
                                       invocation=_invocation(args))
-    try:
-        with progress.reporting(reporter):
-            return _run(args, argv, reporter)
-    except BrokenPipeError:  # `ascendpatch manifests | head`: the reader left; no traceback
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+    with progress.reporting(reporter):
+        return _run(args, argv, reporter)
 
 
 def _invocation(args: argparse.Namespace) -> str:
@@ -147,21 +139,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str] | None,
                       invocation=reporter.invocation)
         sys.stdout.flush()
     except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
-        _silence_stdout()
+        output.silence_stdout()
     return result.exit_code
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # not a real file (captured in tests)
-        pass
-    finally:
-        os.close(devnull)
 
 
 def _interrupted(command: str) -> str:

@@ -279,6 +279,17 @@ def _ignore(count: int) -> None:
     del count
 
 
+def silence_stdout() -> None:
+    """Point stdout at /dev/null so that later writes and the final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (captured in tests)
+        pass
+    finally:
+        os.close(devnull)
+
+
 class ConsoleReporter:
     """Shows what core code reports through ascendpatch.progress while a command runs.
 
@@ -297,6 +308,7 @@ class ConsoleReporter:
         self.as_json = as_json
         self.animate = (not quiet and _isatty(sys.stderr) and use_color(color, sys.stderr))
         self.shown: set[int] = set()
+        self.reader_gone = False
         self._live: Any = None
         self._depth = 0
 
@@ -353,9 +365,14 @@ class ConsoleReporter:
                 console.print(f"[dim]  {_escape(row)}[/]")
 
     def item(self, item: Item) -> None:
-        if self.as_json:
+        if self.as_json or self.reader_gone:
             return
         self.shown.add(id(item))
         if self.quiet and item.level not in _PROBLEMS:
             return
-        render_item(_console(None, self.color), item, self.show_diff, self.invocation)
+        try:
+            render_item(_console(None, self.color), item, self.show_diff, self.invocation)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `ascendpatch apply | head -1`: the command goes on, quietly
+            self.reader_gone = True
+            silence_stdout()
