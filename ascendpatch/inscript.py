@@ -30,6 +30,10 @@ class ScriptError(Exception):
     """The script could not run or printed no JSON; ``str()`` says why in one line."""
 
 
+class ScriptTimeout(ScriptError):
+    """The interpreter ran but did not answer in time (it is a program that runs, at least)."""
+
+
 def bundled(name: str) -> str:
     return files("ascendpatch").joinpath(name).read_text(encoding="utf-8")
 
@@ -65,7 +69,7 @@ def run_json(python: Path, script: str, args: Sequence[str] = (), timeout: float
     except OSError as exc:
         raise ScriptError(f"cannot run {python}: {exc}") from None
     except subprocess.TimeoutExpired:
-        raise ScriptError(f"{python} did not answer within {timeout:.0f}s (it and every "
+        raise ScriptTimeout(f"{python} did not answer within {timeout:.0f}s (it and every "
                           "process it started were killed)") from None
     try:
         doc = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -31,10 +31,11 @@ SPINNER = re.compile("[\u2800-\u28ff]")  # rich's "dots" spinner frames
 PATCH = """\
 --- a/demo/m0.py
 +++ b/demo/m0.py
-@@ -1,2 +1,2 @@
+@@ -1,3 +1,3 @@
  a = 1
 -b = 2
 +b = 22
+ x = 1
 """
 
 
