@@ -44,10 +44,11 @@ def test_reinstall_loses_the_patch_and_verify_says_so(tmp_path: Path) -> None:
     wheels.pip_install(python, "--force-reinstall", "--no-deps", str(wheel))
     lost = run_process("--python", python, "verify", env=env)
     assert lost.code == 1
+    again = f"ascendpatch --python {python} apply"  # hints repeat the --python given
     assert ("[FAIL] sampler top_k/top_p fallback patch: vllm-ascend was reinstalled and the "
-            "patch is gone; run: ascendpatch apply sampler-topk-topp-fallback") in lost.out
+            f"patch is gone; run: {again} sampler-topk-topp-fallback") in lost.out
     assert ("[FAIL] _C_ascend.npu_apply_top_k_top_p missing: the first top_p<1 request will kill "
-            "EngineCore; fix: ascendpatch apply sampler-topk-topp-fallback") in lost.out
+            f"EngineCore; fix: {again} sampler-topk-topp-fallback") in lost.out
 
     assert run_process("--python", python, "apply", env=env).code == 0
     assert run_process("--python", python, "verify", env=env).code == 0
