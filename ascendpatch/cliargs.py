@@ -379,6 +379,10 @@ DOCS: dict[str, tuple[str, str]] = {
     "catalog-check": ("Matrix of every diff artifact against every release with wheels (a table "
                       "on a terminal, --json, --markdown FILE).",
                       "ascendpatch catalog-check 0.18.0 0.23.0"),
+    "fleet-report": ("Compare many hosts' snapshots against a baseline (the majority per "
+                     "package / patch, or --baseline): a table per host, drift in red, an "
+                     "optional HTML page. Exit 1 on drift or a missing host.",
+                     "ascendpatch fleet-report snapshots/ --hosts hosts.txt -o fleet.html"),
     "manifests": ("List the bundled manifests, each validated, with their pins and artifacts "
                   "(optional ones marked).", "ascendpatch manifests --json"),
 }

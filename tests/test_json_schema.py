@@ -98,6 +98,7 @@ def _every_command(w: dict[str, Path]) -> dict[str, list[list[str]]]:
         "port": [[*t, "port", "no-such-artifact", "--to", "0.18.0"]],
         "catalog-check": [[*t, "catalog-check", "1.0.0", "--offline", "--wheelhouse",
                            str(tmp)]],  # no release archive there: refused
+        "fleet-report": [["fleet-report", str(tmp / "a.json"), str(tmp / "a.json")]],
         "manifests": [["manifests"]],
     }
 

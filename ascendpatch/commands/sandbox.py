@@ -60,7 +60,7 @@ def _why(stderr: str, source: Source) -> str:
     from ascendpatch import releases
 
     try:
-        known = releases.versions_with_wheels("vllm-ascend", source)
+        known = releases.versions_on_index("vllm-ascend", source, sdists=False)
     except releases.ReleaseError:
         known = []
     where = f"in {source.wheelhouse}" if source.offline else "on the index"
