@@ -129,7 +129,22 @@ def hint(text: str, invocation: str) -> str:
     from ascendpatch.cliargs import COMMANDS
 
     names = "|".join(re.escape(c.name) for c in COMMANDS)
-    return re.sub(rf"(?<![\w/.-])ascendpatch (?=(?:{names})\b)", invocation + " ", text)
+
+    def prefix(match: re.Match[str]) -> str:
+        if match.group(1) in _TARGETED:
+            return invocation + " "
+        words = shlex.split(invocation)  # a command without a target: only --manifest
+        keep = [w for i, w in enumerate(words)
+                if w not in ("--python", "--site-packages")
+                and (i == 0 or words[i - 1] not in ("--python", "--site-packages"))]
+        return shlex.join(keep) + " "
+
+    return re.sub(rf"(?<![\w/.-])ascendpatch (?=({names})\b)", prefix, text)
+
+
+# Commands that act on a target (--python / --site-packages); the others only take --manifest.
+_TARGETED = frozenset({"apply", "plan", "revert", "status", "verify", "install", "lock",
+                       "snapshot", "audit", "capture"})
 
 
 def render_item(console: Any, item: Item, show_diff: bool,

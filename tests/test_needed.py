@@ -94,6 +94,10 @@ def catalog(tmp_path: Path) -> Path:
     }])
 
 
+RECAP_CHANGED = "recap: ok=0 changed=1 skipped=0 failed=0\n"  # apply's recap (stderr)
+RECAP_OK = "recap: ok=1 changed=0 skipped=0 failed=0\n"
+
+
 def _cli(site: Path, catalog: Path, *args: str) -> tuple[int, str]:
     result = run_cli("--site-packages", site, "--manifest", catalog, *args)
     return result.code, result.out + result.err
@@ -102,10 +106,10 @@ def _cli(site: Path, catalog: Path, *args: str) -> tuple[int, str]:
 def test_unknown_release_with_the_same_bug_gets_the_nearest_patch(site: Path,
                                                                   catalog: Path) -> None:
     make_dist(site, "demo", "2.0", {"demo/__init__.py": "", "demo/sampler.py": AFFECTED})
-    assert _cli(site, catalog, "apply") == (0, "[OK] Applied demo fix\n")
+    assert _cli(site, catalog, "apply") == (0, "[OK] Applied demo fix\n" + RECAP_CHANGED)
     assert (site / "demo/sampler.py").read_text() == PATCHED
     before = tree_digest(site)
-    assert _cli(site, catalog, "apply") == (0, "[OK] demo fix already applied\n")
+    assert _cli(site, catalog, "apply") == (0, "[OK] demo fix already applied\n" + RECAP_OK)
     assert tree_digest(site) == before
     code, out = _cli(site, catalog, "status")
     assert code == 0 and "applied" in out
@@ -131,16 +135,18 @@ def test_unknown_release_where_no_patch_fits_fails_with_the_port_command(
     before = tree_digest(site)
     code, out = _cli(site, catalog, "apply")
     assert code == 1
-    assert out.strip() == (
+    assert out.splitlines()[-1] == "recap: ok=0 changed=0 skipped=0 failed=1"
+    assert out.splitlines()[0] == (
         "[FAIL] demo fix: demo 2.0 is not in the catalog and needs the fix by hand: "
         "demo/sampler.py calls torch_npu.npu_top_k_top_p at line 7 without a guard, and no "
-        "variant's patch fits; fix: ascendpatch port demo-fix --to 2.0 --write")
+        f"variant's patch fits; fix: ascendpatch --manifest {catalog} port demo-fix --to 2.0 "
+        "--write")  # the hint repeats the --manifest given (issue 13)
     assert tree_digest(site) == before
 
 
 def test_a_covered_release_is_still_decided_by_its_variant(site: Path, catalog: Path) -> None:
     make_dist(site, "demo", "1.5", {"demo/__init__.py": "", "demo/sampler.py": AFFECTED})
-    assert _cli(site, catalog, "apply") == (0, "[OK] Applied demo fix\n")
+    assert _cli(site, catalog, "apply") == (0, "[OK] Applied demo fix\n" + RECAP_CHANGED)
 
 
 @pytest.mark.parametrize("needed_if, problem", [
