@@ -1,12 +1,23 @@
-"""Runs the sampler's selection code from real upstream files on CPU torch, with stand-ins.
+"""Runs the real patched sampler of a vllm-ascend release on CPU torch next to the real vLLM.
 
-STAND-INS (built here, labelled, never shipped): the ``_C_ascend::npu_apply_top_k_top_p``
-operator is registered with ``torch.library`` under the schema the real vllm_ascend_C library
-declares, and returns a sentinel; ``torch_npu`` is a plain module that has (or lacks)
-``npu_top_k_top_p``; ``vllm_ascend.utils.enable_custom_op`` registers the operator on its first
-call, the way the real one imports vllm_ascend_C lazily. Everything else is the file's own code.
+WHAT IS REAL: the functions of ``vllm_ascend/sample/sampler.py`` as the release ships it and as
+our patch leaves it (executed from the file, not copied), and the reference, vLLM 0.22.1's own
+``vllm.v1.sample.ops.topk_topp_sampler.apply_top_k_top_p`` imported from the real wheel
+(tests/realvllm.py). The TP=2 case runs two real processes joined by torch.distributed (gloo).
 
-Input: a JSON list of cases on argv[1]. Output: one JSON document of observed facts.
+STAND-INS (built here, labelled, never shipped), for what only exists on an Ascend host:
+- the fused operator: ``_C_ascend::npu_apply_top_k_top_p`` registered with ``torch.library``
+  under the schema the real vllm_ascend_C declares, or a ``torch_npu`` module with
+  ``npu_top_k_top_p``. Its behaviour is chosen per case: absent, present (returns a sentinel so
+  that we can see its output was used), raising at every call, raising only when k > 1024.
+- the module-level names the sampler imports. Importing the real module needs torch_npu,
+  ``torch.npu`` and triton-ascend (tried with the real vllm installed: it stops at
+  ``torch.npu.Stream`` in vllm_ascend/ops), so the function definitions are executed from the
+  file with ``get_ascend_config``, ``get_tp_group`` and ``get_ascend_device_type`` bound to
+  stand-ins (A2, the device that selects the fused path).
+- vLLM's TP group coordinator: ``all_gather(tensor, dim)`` over the gloo process group.
+
+Input: a JSON document on argv[1]. Output: one JSON document of observed facts on stdout.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import ast
 import enum
 import json
 import logging
+import os
 import sys
 import types
 from pathlib import Path
@@ -23,10 +35,9 @@ from typing import Any
 import torch
 
 STANDIN = "stand-in built by ascendpatch tests (no NPU): not the real operator"
-FUNCS = {"_apply_top_k_top_p_pytorch", "_ascendpatch_topk_topp_op_available",
-         "_apply_top_k_top_p_ascendc", "_apply_top_k_top_p_torch_npu"}
-ASSIGNS = {"_ASCENDPATCH_TOPK_TOPP_OP", "apply_top_k_top_p"}
 SENTINEL = 7.0
+VOCAB = 2048  # > 1024, so that rows without top-k (k = vocab) reach the "k > 1024" failure
+OPERATOR_ERROR = "EZ9999: aclnnApplyTopKTopP not found in the operator library (stand-in)"
 
 
 class AscendDeviceType(enum.Enum):
@@ -34,16 +45,6 @@ class AscendDeviceType(enum.Enum):
     A3 = 1
     _310P = 2
     A5 = 3
-
-
-class FakeTPGroup:
-    """A tensor-parallel group of one: all_gather returns its input (labelled stand-in)."""
-
-    rank_in_group = 0
-    world_size = 1
-
-    def all_gather(self, tensor: torch.Tensor, dim: int = -1) -> torch.Tensor:
-        return tensor
 
 
 class Recorder(logging.Handler):
@@ -55,151 +56,312 @@ class Recorder(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-STATE: dict[str, Any] = {"op_calls": 0, "probe_calls": 0, "register_on_probe": False,
-                         "library": None}
+class Operator:
+    """The fused operator's stand-in; ``mode`` is absent / present / raises / raises_k1024."""
 
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.calls = 0
 
-def register_op() -> None:
-    if STATE["library"] is not None:
-        return
-    lib = torch.library.Library("_C_ascend", "DEF")
-    lib.define("npu_apply_top_k_top_p(Tensor logits, Tensor? p=None, Tensor? k=None) -> Tensor")
-
-    def impl(logits: torch.Tensor, p: torch.Tensor | None = None,
-             k: torch.Tensor | None = None) -> torch.Tensor:
-        STATE["op_calls"] += 1
+    def __call__(self, logits: torch.Tensor, p: torch.Tensor | None = None,
+                 k: torch.Tensor | None = None) -> torch.Tensor:
+        self.calls += 1
+        if self.mode == "raises" or (self.mode == "raises_k1024" and k is not None
+                                     and int(k.max()) > 1024):
+            raise RuntimeError(OPERATOR_ERROR)
         return torch.full_like(logits, SENTINEL)
 
-    lib.impl("npu_apply_top_k_top_p", impl, "CPU")
-    STATE["library"] = lib
+
+CURRENT: dict[str, Any] = {"op": None, "library": None}
 
 
-def enable_custom_op() -> bool:
-    STATE["probe_calls"] += 1
-    if STATE["register_on_probe"]:
-        register_op()
-    return STATE["library"] is not None
+def _forward(logits: torch.Tensor, p: torch.Tensor | None = None,
+             k: torch.Tensor | None = None) -> torch.Tensor:
+    op = CURRENT["op"]
+    assert op is not None
+    result: torch.Tensor = op(logits, p, k)
+    return result
 
 
-def install_vllm_ascend_standin() -> None:
+def install_operator(family: str, op: Operator) -> types.ModuleType:
+    """Make ``op`` reachable the way the release calls it; return the torch_npu stand-in.
+
+    A torch.library operator cannot be unregistered: in one process "absent" comes first."""
+    torch_npu = types.ModuleType("torch_npu")
+    torch_npu.__doc__ = STANDIN
+    CURRENT["op"] = op
+    if op.mode == "absent":
+        assert CURRENT["library"] is None or family == "torch_npu", "absent must come first"
+        return torch_npu
+    if family == "torch_npu":
+        torch_npu.npu_top_k_top_p = op  # type: ignore[attr-defined]
+        return torch_npu
+    if CURRENT["library"] is None:
+        lib = torch.library.Library("_C_ascend", "DEF")
+        lib.define("npu_apply_top_k_top_p(Tensor logits, Tensor? p=None, Tensor? k=None) "
+                   "-> Tensor")
+        lib.impl("npu_apply_top_k_top_p", _forward, "CPU")
+        CURRENT["library"] = lib
+    return torch_npu
+
+
+def install_vllm_ascend_utils() -> None:
+    """``from vllm_ascend.utils import enable_custom_op`` (the custom-op probe) finds this."""
     package = types.ModuleType("vllm_ascend")
     package.__doc__ = STANDIN
     utils = types.ModuleType("vllm_ascend.utils")
     utils.__doc__ = STANDIN
-    utils.enable_custom_op = enable_custom_op  # type: ignore[attr-defined]
+    utils.enable_custom_op = lambda: True  # type: ignore[attr-defined]
     package.utils = utils  # type: ignore[attr-defined]
     sys.modules["vllm_ascend"] = package
     sys.modules["vllm_ascend.utils"] = utils
 
 
-def torch_npu_standin(with_op: bool) -> types.ModuleType:
-    module = types.ModuleType("torch_npu")
-    module.__doc__ = STANDIN
-    if with_op:
-        def npu_top_k_top_p(logits: torch.Tensor, p: Any = None, k: Any = None) -> torch.Tensor:
-            STATE["op_calls"] += 1
-            return torch.full_like(logits, SENTINEL)
+class GlooTPGroup:
+    """vLLM's GroupCoordinator, as far as the sampler uses it (stand-in over real gloo)."""
 
-        module.npu_top_k_top_p = npu_top_k_top_p  # type: ignore[attr-defined]
-    return module
+    def __init__(self) -> None:
+        import torch.distributed as dist
+
+        self.dist = dist
+        self.rank_in_group = dist.get_rank()
+        self.world_size = dist.get_world_size()
+
+    def all_gather(self, tensor: torch.Tensor, dim: int = -1) -> torch.Tensor:
+        parts = [torch.empty_like(tensor) for _ in range(self.world_size)]
+        self.dist.all_gather(parts, tensor.contiguous())
+        return torch.cat(parts, dim=dim)
 
 
-def load(path: str, torch_npu: types.ModuleType, reduce: bool) -> dict[str, Any]:
-    """Execute only the selection code of ``path`` (its imports need the real NPU stack)."""
-    source = Path(path).read_text(encoding="utf-8")
-    tree = ast.parse(source)
+class SingleTPGroup:
+    rank_in_group = 0
+    world_size = 1
+
+    def all_gather(self, tensor: torch.Tensor, dim: int = -1) -> torch.Tensor:
+        return tensor
+
+
+def load(path: str, torch_npu: types.ModuleType, reduce: bool,
+         tp_group: Any = None) -> dict[str, Any]:
+    """Execute the file's function definitions and module-level assignments (not its imports,
+    which need the NPU stack) with the names those imports would bind."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     keep: list[ast.stmt] = [n for n in tree.body
-            if (isinstance(n, ast.FunctionDef) and n.name in FUNCS)
-            or (isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) in ASSIGNS)]
+                            if (isinstance(n, ast.FunctionDef)
+                                and n.name.startswith(("_apply_top_k_top_p", "_ascendpatch")))
+                            or (isinstance(n, ast.Assign) and ast.unparse(n.targets[0])
+                                in ("_ASCENDPATCH_TOPK_TOPP_OP", "apply_top_k_top_p"))]
+    group = tp_group if tp_group is not None else SingleTPGroup()
     namespace: dict[str, Any] = {
         "__name__": "vllm_ascend.sample.sampler", "torch": torch, "torch_npu": torch_npu,
         "AscendDeviceType": AscendDeviceType,
         "get_ascend_device_type": lambda: AscendDeviceType.A2,
         "get_ascend_config": lambda: types.SimpleNamespace(enable_reduce_sample=reduce),
-        "get_tp_group": FakeTPGroup,
+        "get_tp_group": lambda: group,
     }
     exec(compile(ast.Module(body=keep, type_ignores=[]), path, "exec"), namespace)
     return namespace
 
 
-def inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(1234)
-    logits = torch.randn(4, 64, generator=generator)
-    k = torch.tensor([5, 64, 10, 64], dtype=torch.int32)  # 64 = vocab: "no top-k" rows
-    p = torch.tensor([0.9, 0.5, 1.0, 0.8], dtype=torch.float32)
+# ---- the rows: random logits and every edge the issue names ------------------------------
+
+def random_rows(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(rows, VOCAB, generator=gen) * 3.0
+    k = torch.randint(1, 257, (rows,), generator=gen, dtype=torch.int32)
+    p = torch.rand(rows, generator=gen) * 0.7 + 0.3
     return logits, k, p
 
 
-def same(a: Any, b: Any) -> bool:
-    if isinstance(a, tuple) and not isinstance(b, tuple):
-        # (full logits, identity indices) against a release whose PyTorch path returns logits
-        identity = torch.arange(b.shape[-1]).expand_as(b)
-        return len(a) == 2 and same(a[0], b) and same(a[1], identity)
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(torch.equal(a, b))
+def edge_rows(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[str]]:
+    gen = torch.Generator().manual_seed(seed)
+    names, ks, ps, rows = [], [], [], []
+
+    def row(name: str, k: int, p: float, logits: torch.Tensor | None = None) -> None:
+        names.append(name)
+        ks.append(k)
+        ps.append(p)
+        rows.append(logits if logits is not None else torch.randn(VOCAB, generator=gen) * 3)
+
+    row("k=vocab (no top-k)", VOCAB, 0.9)
+    row("k=1", 1, 0.9)
+    row("p=1 (no top-p)", 40, 1.0)
+    row("p near 0", 40, 1e-6)
+    row("no k and no p in a mixed batch", VOCAB, 1.0)
+    row("k=1, p=1", 1, 1.0)
+    ties = (torch.randn(VOCAB, generator=gen) * 2).round()  # many equal logits
+    row("ties, k inside a tie", 30, 0.8, ties)
+    row("ties, p cut inside a tie", VOCAB, 0.5, ties.clone())
+    flat = torch.zeros(VOCAB)
+    row("all equal", 10, 0.5, flat)
+    peaked = torch.randn(VOCAB, generator=gen)
+    peaked[7] = 40.0  # one token holds ~all mass
+    row("one dominant token", 100, 0.95, peaked)
+    return (torch.stack(rows), torch.tensor(ks, dtype=torch.int32),
+            torch.tensor(ps, dtype=torch.float32), names)
 
 
-def run_case(case: dict[str, Any], phase: str) -> dict[str, Any]:
-    family, reduce = case["family"], case.get("reduce", False)
-    with_op = phase != "absent"
-    npu = torch_npu_standin(with_op and family == "torch_npu")
-    if family == "custom" and phase == "lazy":
-        STATE["register_on_probe"] = True
-    logits, k, p = inputs()
-    top_k = logits.shape[-1] if reduce else None  # reduce mode: the batch's max k (= vocab)
-    args: tuple[Any, ...] = (k, p, top_k) if case["has_top_k"] else (k, p)
-    reference = load(case["original"], npu, reduce)["_apply_top_k_top_p_pytorch"](
-        logits.clone(), *args)
-    patched = load(case["patched"], npu, reduce)
-    before = dict(STATE)
+def kept(out: torch.Tensor) -> torch.Tensor:
+    return torch.isfinite(out)
+
+
+def rows_differing(a: torch.Tensor, b: torch.Tensor) -> list[int]:
+    return [int(i) for i in (kept(a) != kept(b)).any(dim=-1).nonzero().flatten()]
+
+
+# ---- the cases -----------------------------------------------------------------------------
+
+def vllm_reference() -> Any:
+    from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p
+
+    return apply_top_k_top_p
+
+
+def call(ns: dict[str, Any], has_top_k: bool, logits: torch.Tensor, k: Any, p: Any) -> Any:
+    fn = ns["apply_top_k_top_p"]
+    return fn(logits.clone(), k, p, None) if has_top_k else fn(logits.clone(), k, p)
+
+
+def semantics(case: dict[str, Any]) -> dict[str, Any]:
+    """Before (the release's own PyTorch function) and after (our fallback) against vLLM."""
+    reference = vllm_reference()
+    logits, k, p = random_rows(case["rows"], seed=16)
+    want = reference(logits.clone(), k.clone(), p.clone())
+    original = load(case["original"], types.ModuleType("torch_npu"), False)
+    before = original["_apply_top_k_top_p_pytorch"](logits.clone(), k.clone(), p.clone())
+    patched = load(case["patched"], types.ModuleType("torch_npu"), False)
+    after = patched["_ascendpatch_top_k_top_p_pytorch"](logits, k, p)
+    edges, ek, ep, names = edge_rows(seed=3)
+    edge_diff: dict[str, list[str]] = {}
+    variants = {"k and p": (ek, ep), "k only": (ek, None), "p only": (None, ep)}
+    for label, (kk, pp) in variants.items():
+        got = patched["_ascendpatch_top_k_top_p_pytorch"](edges, kk, pp)
+        ref = reference(edges.clone(), None if kk is None else kk.clone(),
+                        None if pp is None else pp.clone())
+        edge_diff[label] = [names[i] for i in rows_differing(got, ref)]
+    return {"rows": case["rows"], "before_differ": len(rows_differing(before, want)),
+            "after_differ": len(rows_differing(after, want)),
+            "edge_rows_differing": edge_diff,
+            "edge_names": names}
+
+
+def behaviour(case: dict[str, Any], mode: str) -> dict[str, Any]:
+    """The patched file's selected function with the operator in ``mode``."""
+    op = Operator(mode)
+    torch_npu = install_operator(case["family"], op)
+    ns = load(case["patched"], torch_npu, False)
     recorder = Recorder()
-    logging.getLogger("vllm.ascendpatch").addHandler(recorder)
-    first = patched["apply_top_k_top_p"](logits.clone(), *args)
-    second = patched["apply_top_k_top_p"](logits.clone(), *args)
-    greedy_args = (None, None, top_k) if case["has_top_k"] else (None, None)
-    greedy = patched["apply_top_k_top_p"](logits.clone(), *greedy_args)
-    logging.getLogger("vllm.ascendpatch").removeHandler(recorder)
-    sentinel = not isinstance(first, tuple) and bool((first == SENTINEL).all())
-    return {
-        "selected": patched["apply_top_k_top_p"].__name__,
-        "equals_pytorch_reference": same(first, reference) and same(second, reference),
-        "returned_operator_output": sentinel,
-        "op_calls": STATE["op_calls"] - before["op_calls"],
-        "probe_calls": STATE["probe_calls"] - before["probe_calls"],
-        "warnings": recorder.messages,
-        # greedy requests (no k, no p) must come back unchanged; reduce mode returns the
-        # gathered pair by design, so the check applies outside it.
-        "greedy_untouched": True if reduce else same(greedy, logits),
-    }
+    logger = logging.getLogger("vllm.ascendpatch")
+    logger.addHandler(recorder)
+    reference = vllm_reference()
+    edges, ek, ep, _ = edge_rows(seed=5)
+    small = ek.clamp(max=1024)  # every k within the documented range
+    calls: list[dict[str, Any]] = []
+    # a call with k <= 1024, one with k = vocab (> 1024), then k <= 1024 again
+    for kk in (small, ek, small):
+        inputs = edges.clone()
+        out = call(ns, case["has_top_k"], inputs, kk, ep)
+        ref = reference(edges.clone(), kk.clone(), ep.clone())
+        calls.append({
+            "operator_output": bool((out == SENTINEL).all()),
+            "differ_from_vllm": len(rows_differing(out, ref)),
+            "input_unchanged": bool(torch.equal(inputs, edges)),
+            "contiguous": out.is_contiguous(), "dtype": str(out.dtype),
+            "shape": list(out.shape)})
+    greedy = call(ns, case["has_top_k"], edges, None, None)
+    logger.removeHandler(recorder)
+    return {"calls": calls, "op_calls": op.calls, "warnings": recorder.messages,
+            "selected": ns["apply_top_k_top_p"].__name__,
+            "greedy_untouched": bool(torch.equal(greedy, edges)),
+            "state": ns.get("_ASCENDPATCH_TOPK_TOPP_OP")}
 
 
-def unpatched_crash(case: dict[str, Any]) -> str:
-    """The bug itself: the upstream file with the operator missing."""
-    reduce = case.get("reduce", False)
-    namespace = load(case["original"], torch_npu_standin(False), reduce)
-    logits, k, p = inputs()
-    top_k = logits.shape[-1] if reduce else None
-    args: tuple[Any, ...] = (k, p, top_k) if case["has_top_k"] else (k, p)
+def unpatched_crash(case: dict[str, Any], mode: str) -> str:
+    """The bug itself: the upstream file with the operator missing or raising."""
+    ns = load(case["original"], install_operator(case["family"], Operator(mode)), False)
+    edges, ek, ep, _ = edge_rows(seed=5)
     try:
-        namespace["apply_top_k_top_p"](logits, *args)
+        call(ns, case["has_top_k"], edges, ek, ep)
     except Exception as exc:  # the crash that kills EngineCore
         return f"{type(exc).__name__}: {exc}"
     return "no error"
 
 
+def tp_worker(rank: int, cases: list[dict[str, Any]], port: int, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    vllm_reference()
+    facts: dict[str, Any] = {case["name"]: {} for case in cases}
+    for mode in ("absent", "raises", "present"):  # a registered operator stays registered
+        for case in cases:
+            facts[case["name"]][mode] = tp_case(case, mode, rank)
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(facts))
+    dist.destroy_process_group()
+
+
+def tp_case(case: dict[str, Any], mode: str, rank: int) -> dict[str, Any]:
+    op = Operator(mode)
+    ns = load(case["patched"], install_operator(case["family"], op), True, GlooTPGroup())
+    logits, k, p = random_rows(64, seed=21)
+    k = k.clamp(max=64)  # reduce-sample candidates: each rank's top max(k)
+    top_k = int(k.max())
+    width = VOCAB // 2
+    shard = logits[:, rank * width:(rank + 1) * width].contiguous()
+    recorder = Recorder()
+    logging.getLogger("vllm.ascendpatch").addHandler(recorder)
+    vals, idx = ns["apply_top_k_top_p"](shard, k, p, top_k)
+    logging.getLogger("vllm.ascendpatch").removeHandler(recorder)
+    full = torch.full_like(logits, -float("inf")).scatter_(1, idx, vals)
+    want = vllm_reference()(logits.clone(), k.clone(), p.clone())
+    return {
+        "vals": {"shape": list(vals.shape), "dtype": str(vals.dtype),
+                 "contiguous": vals.is_contiguous(), "stride": list(vals.stride())},
+        "idx": {"shape": list(idx.shape), "dtype": str(idx.dtype),
+                "contiguous": idx.is_contiguous(), "stride": list(idx.stride())},
+        "logits_dtype": str(logits.dtype),
+        "operator_output": bool((vals == SENTINEL).all()),
+        "differ_from_vllm": len(rows_differing(full, want)),
+        "warnings": recorder.messages, "op_calls": op.calls,
+    }
+
+
+def tensor_parallel(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    import socket
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as out_dir:
+        mp.spawn(tp_worker, args=(cases, port, out_dir), nprocs=2, join=True)
+        return {f"rank{r}": json.loads(Path(out_dir, f"rank{r}.json").read_text())
+                for r in range(2)}
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    if job["what"] == "semantics":
+        return semantics(job)
+    return {"unpatched": unpatched_crash(job, job["mode"]),
+            "patched": behaviour(job, job["mode"])}
+
+
 def main() -> None:
-    cases = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
-    install_vllm_ascend_standin()
-    results: dict[str, Any] = {}
-    for case in cases:  # operator absent everywhere first: registration cannot be undone
-        results[case["name"]] = {"unpatched_missing_op": unpatched_crash(case),
-                                 "absent": run_case(case, "absent")}
-    for case in cases:
-        phase = "lazy" if case["family"] == "custom" and STATE["library"] is None else "present"
-        results[case["name"]][phase] = run_case(case, phase)
-    sys.stdout.write(json.dumps(results) + "\n")
+    """argv[1]: {"jobs": [...]} (in order: "absent" jobs first) or {"tp": [cases]}."""
+    spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    torch.set_num_threads(1)
+    install_vllm_ascend_utils()
+    vllm_reference()  # import vLLM (and its logging configuration) before recording warnings
+    if "tp" in spec:
+        result: Any = tensor_parallel(spec["tp"])
+    else:
+        result = [run_job(job) for job in spec["jobs"]]
+    sys.stdout.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     main()

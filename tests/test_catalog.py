@@ -22,26 +22,35 @@ from tests.kit import run_process, tree_digest
 
 pytestmark = pytest.mark.integration
 
-GUARD_FUNC = "_ascendpatch_topk_topp_op_available"
+GUARD = "_ascendpatch_top_k_top_p"
+FALLBACK = "_ascendpatch_top_k_top_p_pytorch"
 NPU_FUNCS = ("_apply_top_k_top_p_ascendc", "_apply_top_k_top_p_torch_npu")
+OPERATORS = ("torch.ops._C_ascend.npu_apply_top_k_top_p", "torch_npu.npu_top_k_top_p")
+
+
+def _calls(node: ast.AST) -> list[str]:
+    return [ast.unparse(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)]
 
 
 def assert_guard_at_selection_point(source: str) -> None:
-    """The fused function selected on A2/A3 starts with the cached check and the fallback."""
+    """Every call of the fused operator goes through the guard; the guard calls it inside a
+    try whose handler disables it, and falls back to vLLM's algorithm."""
     tree = ast.parse(source)
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assert GUARD_FUNC in funcs
     (npu_name,) = [name for name in NPU_FUNCS if name in funcs]
-    first = funcs[npu_name].body[0]
-    assert isinstance(first, ast.If), "the guard must be the first statement"
-    test = ast.unparse(first.test)
-    assert test == f"_ASCENDPATCH_TOPK_TOPP_OP is not True and (not {GUARD_FUNC}())"
-    calls = [n for n in ast.walk(first) if isinstance(n, ast.Call)
-             and ast.unparse(n.func) == "_apply_top_k_top_p_pytorch"]
-    assert len(calls) == 1, "the fallback runs the file's own PyTorch function"
-    params = [a.arg for a in funcs[npu_name].args.args]
-    assert [ast.unparse(a) for a in calls[0].args] == params  # with the very same arguments
-    assert isinstance(first.body[-1], ast.Return)
+    guard = funcs[GUARD]
+    ops_in_guard = [c for c in _calls(guard) if c in OPERATORS]
+    assert len(ops_in_guard) == 1, "the guard calls the operator once"
+    (attempt,) = [n for n in ast.walk(guard) if isinstance(n, ast.Try)]
+    assert ops_in_guard[0] in _calls(attempt.body[0])  # inside the try
+    (handler,) = attempt.handlers
+    assert handler.type is not None and ast.unparse(handler.type) == "Exception"
+    assert "_ascendpatch_topk_topp_disable" in _calls(handler)
+    assert isinstance(guard.body[-1], ast.Return) and _calls(guard.body[-1]) == [FALLBACK]
+    # nothing else in the file calls the operator directly; the fused function uses the guard
+    outside = [c for name, f in funcs.items() if name != GUARD for c in _calls(f)]
+    assert not any(c in OPERATORS for c in outside)
+    assert GUARD in _calls(funcs[npu_name])
     selector = [n for n in tree.body if isinstance(n, ast.Assign)
                 and ast.unparse(n.targets[0]) == "apply_top_k_top_p"]
     assert selector and npu_name in ast.unparse(selector[0].value)

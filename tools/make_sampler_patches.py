@@ -5,14 +5,16 @@
 For every vllm-ascend release below it reads ``vllm_ascend/sample/sampler.py`` from the wheel
 (downloaded with ``pip download --no-deps`` into the test cache) or, for sdist-only releases,
 from the sdist (taken from the index's JSON API into the test cache's ``sdists``), groups
-releases by file content, inserts the guard, writes one patch per distinct content under
-``patches/vllm-ascend/sampler-topk-topp-fallback/`` and prints the manifest variants. Every
+releases by file content, applies the template of ``tools/sampler-topk-topp-fallback/``, writes
+one patch per distinct content under ``patches/vllm-ascend/sampler-topk-topp-fallback/``,
+updates the ``after`` sha256 of the matching variant in ``manifests/*.yaml`` and prints the
+variants. Every
 patch is written by ascendpatch.diffwrite, which checks it with the engine: applied to the
 upstream file it gives the guarded file byte for byte.
 
-The fix (field note 003 pitfall 1, vllm-project/vllm-ascend#11999): the fused NPU function that
-``apply_top_k_top_p`` selects on A2/A3 starts with a cached check; when the operator is
-missing it runs the file's own PyTorch implementation with the same arguments.
+The fix (field note 003 pitfall 1, vllm-project/vllm-ascend#11999; issue 16): every call of
+the fused NPU operator goes through a guard that runs the operator while it works and, once it
+is missing or raises, vLLM's apply_top_k_top_p algorithm (see the template's README).
 """
 
 from __future__ import annotations
@@ -40,89 +42,13 @@ VERSIONS = ["0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1", "0.
 # Of these, the ones with no wheel on PyPI: their file comes from the sdist (index JSON API).
 SDIST_ONLY = {"0.27.1rc1", "0.28.0rc1", "0.29.0rc1"}
 
-CUSTOM_OP_PROBE = '''\
-# ascendpatch: sampler-topk-topp-fallback (vllm-project/vllm-ascend#11999).
-# torch.ops._C_ascend.npu_apply_top_k_top_p exists only after the vllm_ascend_C
-# library has been loaded in this process. Probe it at first use (after loading
-# the library the way vllm-ascend does), cache the answer, and run this file's
-# PyTorch implementation instead when the operator is missing.
-_ASCENDPATCH_TOPK_TOPP_OP = None
-
-
-def _ascendpatch_topk_topp_op_available() -> bool:
-    global _ASCENDPATCH_TOPK_TOPP_OP
-    if _ASCENDPATCH_TOPK_TOPP_OP is None:
-        try:
-            from vllm_ascend.utils import enable_custom_op
-
-            enable_custom_op()
-        except Exception:  # the attribute probe below decides
-            pass
-        try:
-            found = hasattr(torch.ops._C_ascend, "npu_apply_top_k_top_p")
-        except Exception:
-            found = False
-        if not found:
-            import logging
-
-            logging.getLogger("vllm.ascendpatch").warning(
-                "torch.ops._C_ascend.npu_apply_top_k_top_p is not available in this "
-                "process; top-k/top-p sampling uses the PyTorch implementation "
-                "(ascendpatch sampler fallback)"
-            )
-        _ASCENDPATCH_TOPK_TOPP_OP = found
-    return _ASCENDPATCH_TOPK_TOPP_OP
-
-
-'''
-
-TORCH_NPU_PROBE = '''\
-# ascendpatch: sampler-topk-topp-fallback (field note 003, pitfall 1).
-# Some torch_npu builds lack npu_top_k_top_p, and the first top-k/top-p request
-# then kills EngineCore. Probe it at first use, cache the answer, and run this
-# file's PyTorch implementation instead when the operator is missing.
-_ASCENDPATCH_TOPK_TOPP_OP = None
-
-
-def _ascendpatch_topk_topp_op_available() -> bool:
-    global _ASCENDPATCH_TOPK_TOPP_OP
-    if _ASCENDPATCH_TOPK_TOPP_OP is None:
-        try:
-            found = hasattr(torch_npu, "npu_top_k_top_p")
-        except Exception:
-            found = False
-        if not found:
-            import logging
-
-            logging.getLogger("vllm.ascendpatch").warning(
-                "torch_npu.npu_top_k_top_p is not available in this torch_npu build; "
-                "top-k/top-p sampling uses the PyTorch implementation "
-                "(ascendpatch sampler fallback)"
-            )
-        _ASCENDPATCH_TOPK_TOPP_OP = found
-    return _ASCENDPATCH_TOPK_TOPP_OP
-
-
-'''
-
-GUARD = (
-    "    if _ASCENDPATCH_TOPK_TOPP_OP is not True and not _ascendpatch_topk_topp_op_available():\n"
-    "        return _apply_top_k_top_p_pytorch({args})\n"
-)
-# 0.20.2rc1 only: its PyTorch reduce-sample path returns the full logits, while every caller
-# of the fused path unpacks (values, indices). Sampling over the full masked logits with
-# identity indices draws from the same distribution, so pair them up.
-GUARD_FULL_LOGITS = (
-    "    if _ASCENDPATCH_TOPK_TOPP_OP is not True and not _ascendpatch_topk_topp_op_available():\n"
-    "        out = _apply_top_k_top_p_pytorch({args})\n"
-    "        if get_ascend_config().enable_reduce_sample and not isinstance(out, tuple):\n"
-    "            # this release's PyTorch reduce path returns full logits; callers of the fused\n"
-    "            # path unpack (values, indices): index every column.\n"
-    "            return out, torch.arange(out.shape[-1], device=out.device).expand_as(out)\n"
-    "        return out\n"
-)
-_FUNC = re.compile(r"^def (_apply_top_k_top_p_(?:ascendc|torch_npu))\(\n(?P<params>(?:    .*\n)+?)"
-                   r"\) -> torch\.Tensor:\n", re.M)
+TEMPLATE = REPO / "tools" / "sampler-topk-topp-fallback"
+OPERATORS = {  # fused function name -> (the operator as the file calls it, its probe)
+    "_apply_top_k_top_p_ascendc": ("torch.ops._C_ascend.npu_apply_top_k_top_p",
+                                   "probe_custom_op.py.in"),
+    "_apply_top_k_top_p_torch_npu": ("torch_npu.npu_top_k_top_p", "probe_torch_npu.py.in"),
+}
+_FUNC = re.compile(r"^def (_apply_top_k_top_p_(?:ascendc|torch_npu))\(\n", re.M)
 
 
 @dataclass
@@ -158,16 +84,28 @@ def wheel_file(wheels: Path, version: str) -> bytes:
         return archive.read(TARGET)
 
 
+def helpers(function: str) -> str:
+    """The template's block for the family whose fused function is ``function``."""
+    op, probe_file = OPERATORS[function]
+    probe = (TEMPLATE / probe_file).read_text()
+    indented = "".join(f"        {line}" if line.strip() else line
+                       for line in probe.splitlines(keepends=True))
+    text = (TEMPLATE / "fallback.py.in").read_text()
+    return (text.replace("@PROBE@\n", indented).replace("@OP_CALL@", f"{op}(logits, k=k, p=p)")
+            .replace("@OP@", op))
+
+
 def guarded(original: str) -> str:
+    """Insert the helpers before the fused function; route every operator call through them."""
     match = _FUNC.search(original)
     if match is None:
         raise SystemExit("no fused top-k/top-p function found: this release needs a new recipe")
-    params = [line.strip().split(":")[0] for line in match.group("params").splitlines()]
-    probe = CUSTOM_OP_PROBE if "ascendc" in match.group(1) else TORCH_NPU_PROBE
-    recipe = GUARD_FULL_LOGITS if "return full_logits" in original else GUARD
-    guard = recipe.format(args=", ".join(params))
-    start, end = match.start(), match.end()
-    return original[:start] + probe + original[start:end] + guard + original[end:]
+    op = OPERATORS[match.group(1)][0]
+    head, tail = original[:match.start()], original[match.start():]
+    if op + "(" in head or tail.count(op + "(") == 0:
+        raise SystemExit(f"{op} is called outside {match.group(1)}: this release needs a new "
+                         "recipe")
+    return head + helpers(match.group(1)) + tail.replace(op + "(", "_ascendpatch_top_k_top_p(")
 
 
 def make_patch(original: str, patched: str, family: Family) -> str:
@@ -177,7 +115,7 @@ def make_patch(original: str, patched: str, family: Family) -> str:
     header = (
         "ascendpatch: sampler top_k/top_p fallback for vllm-ascend "
         f"{', '.join(family.versions)}\n"
-        "Why: vllm-project/vllm-ascend#11999; field note 003, pitfall 1.\n"
+        "Why: vllm-project/vllm-ascend#11999; field note 003, pitfall 1; issue 16.\n"
         f"upstream {TARGET} sha256: {family.sha256}\n"
         f"patched sha256: {after}\n"
         "Generated by tools/make_sampler_patches.py from the release "
@@ -206,7 +144,19 @@ def main() -> int:
         print(f"# {name}: {', '.join(family.versions)}")
         print(f"#   before {family.sha256}")
         print(f"#   after  {hashlib.sha256(patched.encode()).hexdigest()}")
+        update_catalog(family.sha256, hashlib.sha256(patched.encode()).hexdigest())
     return 0
+
+
+def update_catalog(before: str, after: str) -> None:
+    """Point the ``after`` sha256 of every variant whose ``before`` is ``before`` at ``after``."""
+    pattern = re.compile(rf"(before: \[{before}\]\n\s*after: \[)[0-9a-f]{{64}}(\])")
+    for manifest in sorted((REPO / "manifests").glob("*.yaml")):
+        text = manifest.read_text()
+        new = pattern.sub(rf"\g<1>{after}\g<2>", text)
+        if new != text:
+            manifest.write_text(new)
+            print(f"#   updated {manifest.relative_to(REPO)}")
 
 
 if __name__ == "__main__":
