@@ -1,26 +1,53 @@
-"""Model adapters: after loading vLLM's general plugins in the target, is every declared
-architecture in ``ModelRegistry.get_supported_archs()``? One subprocess of the target."""
+"""Model adapters: after loading vLLM's general plugins in the target, does vLLM's
+``ModelRegistry`` resolve every declared architecture to the adapter's own ``module:Class``?
+Only the name being known is not enough: vLLM ships classes under many architecture names, and
+an adapter that means to replace one (field note 003 pitfall 5) must win. One subprocess of the
+target."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ascendpatch import inscript
+from ascendpatch.kinds.plugin import plugin_module, plugin_targets
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level
 
 REGISTRY_PROBE = """
 import json, os, sys
-os.environ["VLLM_PLUGINS"] = sys.argv[1]
+if sys.argv[1]:
+    os.environ["VLLM_PLUGINS"] = sys.argv[1]
+wanted = json.loads(sys.argv[2])
+
+
+def describe(entry):
+    if getattr(entry, "module_name", None):
+        return "%s:%s" % (entry.module_name, entry.class_name)
+    cls = getattr(entry, "model_cls", None)
+    if cls is not None:
+        return "%s:%s" % (cls.__module__, cls.__qualname__)
+    return str(entry)
+
+
 try:
     from vllm.plugins import load_general_plugins
     load_general_plugins()
     from vllm import ModelRegistry
-    print(json.dumps({"archs": sorted(ModelRegistry.get_supported_archs())}))
+    models = getattr(ModelRegistry, "models", None)
+    if not isinstance(models, dict):
+        models = {a: "(unknown class)" for a in ModelRegistry.get_supported_archs()}
+    print(json.dumps({"resolved": {a: describe(models[a]) for a in wanted if a in models}}))
 except BaseException as exc:
     print(json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}))
 """
+
+
+def expected_targets(artifact: Artifact) -> dict[str, str]:
+    """Architecture -> ``module:Class`` the adapter's plugin registers."""
+    source = next((v.source for v in artifact.variants if v.source), None)
+    return plugin_targets(artifact.options, plugin_module(artifact.options, source))
 
 
 def check(python: Path, artifacts: Sequence[Artifact], npu_stack: bool,
@@ -28,11 +55,15 @@ def check(python: Path, artifacts: Sequence[Artifact], npu_stack: bool,
     plugins = [a for a in artifacts if a.kind == "plugin"]
     if not plugins:
         return []
-    # Where no NPU stack is present, vllm-ascend's own plugins would fail to import torch_npu:
-    # load only the adapters (field notes / vllm plugins docs: VLLM_PLUGINS filters by name).
-    names = [a.id for a in plugins] + (["ascend"] if npu_stack else [])
+    # On an NPU host, load what vLLM itself would load (all plugins, or the environment's
+    # VLLM_PLUGINS): vllm-ascend's own general plugins register models too, and the last
+    # registration wins. Where no NPU stack is present they would fail to import torch_npu:
+    # load only the adapters (vllm plugins docs: VLLM_PLUGINS filters by name).
+    names = "" if npu_stack else ",".join(a.id for a in plugins)
+    wanted = sorted({arch for a in plugins for arch in expected_targets(a)})
     try:
-        doc = inscript.run_json(python, REGISTRY_PROBE, [",".join(names)], timeout, env)
+        doc = inscript.run_json(python, REGISTRY_PROBE, [names, json.dumps(wanted)], timeout,
+                                env)
     except inscript.ScriptError as exc:
         return [CheckResult("plugins", "plugin", Level.FAIL,
                             f"the vLLM plugin registry probe failed: {exc}")]
@@ -41,11 +72,22 @@ def check(python: Path, artifacts: Sequence[Artifact], npu_stack: bool,
                             f"loading vLLM's general plugins failed: {doc['error']}")]
     results = []
     for artifact in plugins:
-        for arch in artifact.options.get("architectures") or []:
-            ok = arch in doc["archs"]
-            results.append(CheckResult(
-                f"plugin:{arch}", "plugin", Level.OK if ok else Level.FAIL,
-                f"{arch} is registered in vLLM's ModelRegistry" if ok else
-                f"{arch} is not registered in vLLM's ModelRegistry ({artifact.title} missing or "
-                f"broken); fix: ascendpatch apply {artifact.id}"))
+        for arch, target in expected_targets(artifact).items():
+            results.append(_result(artifact, arch, target, doc["resolved"].get(arch)))
     return results
+
+
+def _result(artifact: Artifact, arch: str, target: str, resolved: str | None) -> CheckResult:
+    cid = f"plugin:{arch}"
+    if resolved == target:
+        return CheckResult(cid, "plugin", Level.OK,
+                           f"vLLM's ModelRegistry resolves {arch} to the adapter's {target}")
+    if resolved is None:
+        return CheckResult(cid, "plugin", Level.FAIL,
+                           f"{arch} is not registered in vLLM's ModelRegistry ({artifact.title} "
+                           f"missing or broken); fix: ascendpatch apply {artifact.id}")
+    return CheckResult(cid, "plugin", Level.FAIL,
+                       f"vLLM's ModelRegistry resolves {arch} to {resolved}, not to the "
+                       f"adapter's {target}: {artifact.title} is not in effect; fix: "
+                       f"ascendpatch apply {artifact.id} (if another plugin registers {arch} "
+                       "after it, limit VLLM_PLUGINS)")

@@ -2,9 +2,11 @@
 
 vLLM's out-of-tree mechanism: an entry point in the ``vllm.general_plugins`` group, loaded in
 every vLLM process (API server, EngineCore, workers), whose ``register()`` lazily registers the
-architectures (``ModelRegistry.register_model(arch, "module:Class")``, unless already
-registered) so that no model code is imported at start-up. Because it is a distribution of its
-own, reinstalling vllm does not remove it; an image rebuild does, and `verify` notices.
+architectures (``ModelRegistry.register_model(arch, "module:Class")``) so that no model code is
+imported at start-up. It always registers, also over a class vLLM ships: an adapter may exist
+to replace one (field note 003 pitfall 5, the multimodal placeholder fix), and it says once per
+process which built-in class it overrides. Because it is a distribution of its own, reinstalling
+vllm does not remove it; an image rebuild does, and `verify` notices.
 
 Files (all new, written through the transaction, removed by revert with no empty folder left):
 ``<module>.py`` (the adapter), ``ascendpatch_plugin_<id>.py`` (register) and the dist-info.
@@ -27,24 +29,59 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 REGISTER = '''"""vLLM general plugin written by ascendpatch (artifact {aid}).
 
 register() runs in every vLLM process; it registers the architectures lazily ("module:Class"),
-so the adapter is imported only when a model of that architecture is loaded.
+so the adapter is imported only when a model of that architecture is loaded. It always
+registers, also over a class vLLM ships (the adapter may exist to replace it), and says once
+per process which built-in class it overrides.
 """
 
+import logging
+
 ARCHITECTURES = {archs!r}
+_ANNOUNCED = set()
+
+
+def _describe(entry):
+    """'module:Class' of a ModelRegistry entry (lazy or imported)."""
+    if getattr(entry, "module_name", None):
+        return "%s:%s" % (entry.module_name, entry.class_name)
+    cls = getattr(entry, "model_cls", None)
+    if cls is not None:
+        return "%s:%s" % (cls.__module__, cls.__qualname__)
+    return str(entry)
 
 
 def register():
     from vllm import ModelRegistry
 
-    supported = ModelRegistry.get_supported_archs()
+    models = getattr(ModelRegistry, "models", None)
+    if not isinstance(models, dict):
+        models = dict.fromkeys(ModelRegistry.get_supported_archs())
     for arch, target in ARCHITECTURES.items():
-        if arch not in supported:
-            ModelRegistry.register_model(arch, target)
+        if arch in models and arch not in _ANNOUNCED:
+            previous = _describe(models[arch])
+            if previous != target:
+                _ANNOUNCED.add(arch)
+                logging.getLogger("vllm.ascendpatch").info(
+                    "ascendpatch adapter {aid}: %s is built into vLLM as %s; "
+                    "registering %s in its place", arch, previous, target)
+        ModelRegistry.register_model(arch, target)
 '''
 
 
 def slug(artifact_id: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", artifact_id.lower()).strip("_")
+
+
+def plugin_module(options: dict[str, Any], source: str | Path | None) -> str:
+    """The adapter's module name: ``options.module``, else the source file's stem."""
+    return str(options.get("module") or Path(str(source or "")).stem)
+
+
+def plugin_targets(options: dict[str, Any], module: str) -> dict[str, str]:
+    """Architecture -> the ``module:Class`` the plugin registers for it."""
+    archs = options.get("architectures") or []
+    classes = dict(options.get("classes") or {})
+    return {arch: f"{module}:{classes.get(arch, arch)}" for arch in archs}
 
 
 def plugin_layout(ctx: KindContext) -> dict[str, bytes]:
@@ -55,12 +92,11 @@ def plugin_layout(ctx: KindContext) -> dict[str, bytes]:
         raise InvalidInputError(f"artifact {ctx.artifact.id}: kind plugin needs "
                                 "options.architectures (a list of names)")
     assert ctx.source is not None
-    module = str(options.get("module") or Path(ctx.source).stem)
+    module = plugin_module(options, ctx.source)
     if not _MODULE.match(module):
         raise InvalidInputError(f"artifact {ctx.artifact.id}: options.module {module!r} is not "
                                 "a Python module name")
-    classes = dict(options.get("classes") or {})
-    targets = {arch: f"{module}:{classes.get(arch, arch)}" for arch in archs}
+    targets = plugin_targets(ctx.artifact.options, module)
     name = slug(ctx.artifact.id)
     dist_info = f"ascendpatch_plugin_{name}-1.0.dist-info"
     files = {
