@@ -126,6 +126,9 @@ def _verify(p: argparse.ArgumentParser) -> None:
                    help="skip the operator probes (no subprocess of the target)")
     p.add_argument("--probe-timeout", type=seconds, default=120.0, metavar="SECONDS",
                    help="how long the operator probe subprocess may run (default 120)")
+    p.add_argument("--device", action="store_true",
+                   help="also run the fused top-k/top-p operator once on the NPU and compare "
+                        "the tokens it keeps with the fallback's")
     p.add_argument("--serve-log", type=Path, metavar="FILE",
                    help="also check a vLLM serve log for the markers the manifest needs")
     _with(p, "also expect this optional artifact to be applied")

@@ -22,6 +22,7 @@ from ascendpatch.target import Target
 
 PROBE_TIMEOUT = 120.0
 SAMPLER_FIX = "sampler-topk-topp-fallback"
+SAMPLER_FILE = "vllm_ascend/sample/sampler.py"
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,11 @@ def operators_for(target: Target) -> list[Operator]:
     return [op for op in OPERATORS if version_in(op.versions, version)]
 
 
-def run_probe(python: Path, names: list[str], timeout: float = PROBE_TIMEOUT) -> dict[str, Any]:
+def run_probe(python: Path, names: list[str], timeout: float = PROBE_TIMEOUT,
+              device: dict[str, str] | None = None) -> dict[str, Any]:
+    args = [json.dumps(names)] + ([json.dumps(device)] if device is not None else [])
     try:
-        return inscript.run_json(python, inscript.bundled("_probe.py"), [json.dumps(names)],
-                                 timeout)
+        return inscript.run_json(python, inscript.bundled("_probe.py"), args, timeout)
     except inscript.ScriptError as exc:
         return {"error": f"the probe failed: {exc}"}
 
@@ -83,8 +85,17 @@ def torch_pair_problem(target: Target) -> str | None:
     return None
 
 
-def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT) \
-        -> list[CheckResult]:
+def device_spec(target: Target) -> dict[str, str] | None:
+    """The fused sampler operator of the installed release and its sampler file."""
+    dist = target.get("vllm-ascend")
+    ops = [op for op in operators_for(target) if op.fallback == SAMPLER_FIX]
+    if dist is None or not ops:
+        return None
+    return {"op": ops[0].name, "sampler": str(dist.location / SAMPLER_FILE)}
+
+
+def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT,
+          device: bool = False) -> list[CheckResult]:
     ops = operators_for(target)
     if target.python is None:
         return [CheckResult("probe", "probe", Level.SKIP,
@@ -93,7 +104,8 @@ def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT) \
         return [CheckResult("probe", "probe", Level.FAIL,
                             "torch-npu is not installed in the target; the NPU stack is missing")]
     names = sorted({op.name for op in ops})
-    doc = run_probe(target.python, names, timeout)
+    spec = device_spec(target) if device else None
+    doc = run_probe(target.python, names, timeout, spec)
     if "error" in doc:
         return [CheckResult("probe", "probe", Level.FAIL, f"operator probe: {doc['error']}")]
     imported = doc["imports"].get("torch_npu")
@@ -109,7 +121,41 @@ def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT) \
                                    f"vllm-ascend's op library does not load: {lib}"))
     for op in ops:
         results.append(_op_result(op, bool(doc["ops"].get(op.name)), applied, label))
+    if device:
+        results.append(_device_result(spec, doc.get("device"), label))
     return results
+
+
+def _device_result(spec: dict[str, str] | None, found: dict[str, Any] | None,
+                   label: str) -> CheckResult:
+    """verify --device: the fused operator once on the NPU against the installed fallback."""
+    cid = "probe:device"
+    if spec is None:
+        return CheckResult(cid, "probe", Level.SKIP, "on-device check: this vllm-ascend calls "
+                                                     "no fused top-k/top-p operator")
+    op = spec["op"]
+    outcome = (found or {}).get("outcome")
+    if outcome == "no-fallback":
+        return CheckResult(cid, "probe", Level.SKIP,
+                           f"on-device check needs the fallback to compare with; fix: "
+                           f"ascendpatch apply {SAMPLER_FIX}")
+    if found is None or outcome == "error":
+        error = (found or {}).get("error", "no answer")
+        return CheckResult(cid, "probe", Level.FAIL, f"on-device check could not run: {error}")
+    where = f"on {found['device']}" + ("" if found["device"] == "npu" else
+                                        ", no NPU device visible") + label
+    rows = f"{found['rows']} random rows of {found['vocab']} logits"
+    if outcome == "raises":
+        return CheckResult(cid, "probe", Level.WARN,
+                           f"on-device check: {op} raises ({found['error']}) {where}; the "
+                           "sampler runs the PyTorch fallback on this host")
+    if outcome == "mismatch":
+        return CheckResult(cid, "probe", Level.WARN,
+                           f"on-device check: {op} keeps another token set than the fallback "
+                           f"(vLLM's apply_top_k_top_p) on {found['differ']} of {rows} {where}")
+    return CheckResult(cid, "probe", Level.OK,
+                       f"on-device check: {op} keeps the same tokens as the fallback (vLLM's "
+                       f"apply_top_k_top_p) on {rows} {where}")
 
 
 def _op_result(op: Operator, present: bool, applied: set[str], label: str = "") -> CheckResult:

@@ -1,5 +1,6 @@
-"""``ascendpatch verify [--no-probes]``: read-only, one line per check; after an image rebuild,
-it says exactly what is wrong and what to run."""
+"""``ascendpatch verify [--no-probes] [--device]``: read-only, one line per check; after an
+image rebuild, it says exactly what is wrong and what to run. ``--device`` (opt-in) runs the
+fused top-k/top-p operator once on the NPU against the installed fallback."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def _artifacts(ctx: Context) -> tuple[list[CheckResult], set[str]]:
 
 
 def _host_checks(ctx: Context, applied: set[str], no_probes: bool,
-                 probe_timeout: float) -> list[CheckResult]:
+                 probe_timeout: float, device: bool = False) -> list[CheckResult]:
     results: list[CheckResult] = []
     if sandbox.is_sandbox(ctx.target.prefix):
         results.append(CheckResult("cann", "cann", Level.SKIP,
@@ -60,7 +61,7 @@ def _host_checks(ctx: Context, applied: set[str], no_probes: bool,
                                    "operator probes skipped (--no-probes)"))
     else:
         with progress.task("operator probes in the target interpreter"):
-            results += probes.check(ctx.target, applied, probe_timeout)
+            results += probes.check(ctx.target, applied, probe_timeout, device)
     return results + envvars.expected(ctx.manifest, ctx.env)
 
 
@@ -88,7 +89,7 @@ def _model_checks(ctx: Context, applied: set[str], npu_stack: bool,
 
 
 def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
-        probe_timeout: float = probes.PROBE_TIMEOUT) -> CommandResult:
+        probe_timeout: float = probes.PROBE_TIMEOUT, device: bool = False) -> CommandResult:
     target, manifest, env = ctx.target, ctx.manifest, ctx.env
     has_python = target.python is not None
     results: list[CheckResult] = []
@@ -102,7 +103,7 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
                                    "CANN environment, operator probes and environment variables "
                                    "are checked for --python targets (this host's shell)"))
     else:
-        results += _host_checks(ctx, applied, no_probes, probe_timeout)
+        results += _host_checks(ctx, applied, no_probes, probe_timeout, device)
     npu_stack = any(r.id == "probe:import" and r.level is Level.OK for r in results) and \
         not sandbox.is_sandbox(target.prefix)
     results += _model_checks(ctx, applied, npu_stack, serve_log)
@@ -120,4 +121,4 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), no_probes=args.no_probes, serve_log=args.serve_log,
-               probe_timeout=args.probe_timeout)
+               probe_timeout=args.probe_timeout, device=args.device)
