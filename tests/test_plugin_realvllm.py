@@ -1,8 +1,9 @@
 """The model adapter against the REAL vLLM (vllm 0.22.1 wheel, tests/realvllm.py): its
 ``ModelRegistry`` and ``load_general_plugins``, not a stand-in (issue 16 §3).
 
-The target is a real venv whose site-packages reaches the cached vllm wheel, its few Python
-dependencies and this interpreter's CPU torch through a ``.pth`` file. The adapter declares a
+The target is a real venv with the cached vllm wheel's package (linked) and dist-info (copied)
+in its site-packages, and its few Python dependencies and this interpreter's CPU torch through
+a ``.pth`` file. The adapter declares a
 new architecture and one vLLM already ships (Qwen2VLForConditionalGeneration, a multimodal
 class like the placeholder fix of field note 003 pitfall 5): both must resolve to the adapter's
 own ``module:Class``, the override is announced once, and ``verify`` tells a registry that
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sysconfig
 from pathlib import Path
@@ -80,8 +82,13 @@ def world(tmp_path: Path, vllm_path: str, monkeypatch: pytest.MonkeyPatch) -> di
     torch_site = sysconfig.get_paths()["purelib"]  # this interpreter's CPU torch
     extra = tmp_path / "later-on-sys-path"
     extra.mkdir()
-    (site / "realvllm.pth").write_text("\n".join([*vllm_path.split(os.pathsep), torch_site,
-                                                  str(extra)]) + "\n")
+    code, deps = vllm_path.split(os.pathsep)
+    # vllm "installed" in the venv: its package linked from the cache (read only), its
+    # dist-info copied, so that the adapter lands in this venv, next to vllm, as on a host
+    (site / "vllm").symlink_to(Path(code) / "vllm", target_is_directory=True)
+    for info in Path(code).glob("vllm-*.dist-info"):
+        shutil.copytree(info, site / info.name)
+    (site / "realvllm.pth").write_text("\n".join([deps, torch_site, str(extra)]) + "\n")
     model = tmp_path / "model"
     (model / "patches").mkdir(parents=True)
     (model / "patches" / "muse_glimmer.py").write_text(ADAPTER)
