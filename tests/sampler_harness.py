@@ -96,13 +96,30 @@ def install_operator(family: str, op: Operator) -> types.ModuleType:
     if family == "torch_npu":
         torch_npu.npu_top_k_top_p = op  # type: ignore[attr-defined]
         return torch_npu
+    if op.mode == "lazy":  # registered by enable_custom_op, as vllm_ascend_C is loaded lazily
+        assert CURRENT["library"] is None, "lazy must be the first registration"
+        return torch_npu
+    register_library()
+    return torch_npu
+
+
+def register_library() -> None:
     if CURRENT["library"] is None:
         lib = torch.library.Library("_C_ascend", "DEF")
         lib.define("npu_apply_top_k_top_p(Tensor logits, Tensor? p=None, Tensor? k=None) "
                    "-> Tensor")
         lib.impl("npu_apply_top_k_top_p", _forward, "CPU")
         CURRENT["library"] = lib
-    return torch_npu
+
+
+def enable_custom_op() -> bool:
+    """vllm_ascend.utils.enable_custom_op: loads the op library (here: registers the stand-in
+    operator when the case says the library loads lazily)."""
+    CURRENT["enable_calls"] = CURRENT.get("enable_calls", 0) + 1
+    op = CURRENT["op"]
+    if op is not None and op.mode == "lazy":
+        register_library()
+    return CURRENT["library"] is not None
 
 
 def install_vllm_ascend_utils() -> None:
@@ -111,7 +128,7 @@ def install_vllm_ascend_utils() -> None:
     package.__doc__ = STANDIN
     utils = types.ModuleType("vllm_ascend.utils")
     utils.__doc__ = STANDIN
-    utils.enable_custom_op = lambda: True  # type: ignore[attr-defined]
+    utils.enable_custom_op = enable_custom_op  # type: ignore[attr-defined]
     package.utils = utils  # type: ignore[attr-defined]
     sys.modules["vllm_ascend"] = package
     sys.modules["vllm_ascend.utils"] = utils
@@ -250,6 +267,7 @@ def behaviour(case: dict[str, Any], mode: str) -> dict[str, Any]:
     op = Operator(mode)
     torch_npu = install_operator(case["family"], op)
     ns = load(case["patched"], torch_npu, False)
+    enable_before = CURRENT.get("enable_calls", 0)
     recorder = Recorder()
     logger = logging.getLogger("vllm.ascendpatch")
     logger.addHandler(recorder)
@@ -271,6 +289,7 @@ def behaviour(case: dict[str, Any], mode: str) -> dict[str, Any]:
     greedy = call(ns, case["has_top_k"], edges, None, None)
     logger.removeHandler(recorder)
     return {"calls": calls, "op_calls": op.calls, "warnings": recorder.messages,
+            "library_loads": CURRENT.get("enable_calls", 0) - enable_before,
             "selected": ns["apply_top_k_top_p"].__name__,
             "greedy_untouched": bool(torch.equal(greedy, edges)),
             "state": ns.get("_ASCENDPATCH_TOPK_TOPP_OP")}
