@@ -173,6 +173,9 @@ def load(path: str, torch_npu: types.ModuleType, reduce: bool,
         "__name__": "vllm_ascend.sample.sampler", "torch": torch, "torch_npu": torch_npu,
         "AscendDeviceType": AscendDeviceType,
         "get_ascend_device_type": lambda: AscendDeviceType.A2,
+        # 0.28.0rc1+ select by a hardware profile: an A2 that supports the fused operator
+        "get_current_hardware_profile": lambda: types.SimpleNamespace(supports=lambda _: True),
+        "HardwareCapability": types.SimpleNamespace(NPU_TOP_K_TOP_P="NPU_TOP_K_TOP_P"),
         "get_ascend_config": lambda: types.SimpleNamespace(enable_reduce_sample=reduce),
         "get_tp_group": lambda: group,
     }

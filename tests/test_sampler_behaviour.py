@@ -1,10 +1,11 @@
 """The patched sampler of every patch family against vLLM's own apply_top_k_top_p (issue 16).
 
-The upstream file of each release (from its real wheel) and the same file after our patch run
-on CPU torch in tests/sampler_harness.py, next to the real vllm 0.22.1 wheel (the vLLM of field
-note 003; tests/realvllm.py), whose ``apply_top_k_top_p`` is the reference for the token set
-the fused operator keeps. Only the NPU operator is a stand-in, in four behaviours: present,
-missing, raising at every call, raising only for k > 1024. Reduce-sample mode runs under TP=2
+The upstream file of each release (from its real wheel, or its sdist for the sdist-only ones)
+and the same file after our patch run on CPU torch in tests/sampler_harness.py, next to the
+real vllm 0.22.1 wheel (the vLLM of field note 003; tests/realvllm.py), whose
+``apply_top_k_top_p`` is the reference for the token set the fused operator keeps. Only the NPU
+operator is a stand-in, in five behaviours: present, loaded lazily, missing, raising at every
+call, raising only for k > 1024. Reduce-sample mode runs under TP=2
 in two real processes joined by torch.distributed (gloo).
 
 vLLM 0.22.1 is the reference for every release: the releases pair with other vLLM versions,
@@ -35,9 +36,12 @@ FAMILIES = {  # one release per patch file; "custom" = torch.ops._C_ascend, else
     "0.14.0rc1": "custom", "0.15.0rc1": "custom", "0.16.0rc1": "custom",
     "0.18.0rc1": "custom", "0.19.1rc1": "custom", "0.20.2rc1": "custom",
     "0.21.0rc1": "custom", "0.23.0": "torch_npu", "0.25.1rc1": "torch_npu",
-    "0.26.0rc1": "torch_npu",
+    "0.26.0rc1": "torch_npu", "0.27.1rc1": "torch_npu", "0.28.0rc1": "torch_npu",
 }
-HAS_REDUCE_PATH = ["0.20.2rc1", "0.21.0rc1", "0.23.0", "0.25.1rc1", "0.26.0rc1"]
+HAS_REDUCE_PATH = ["0.20.2rc1", "0.21.0rc1", "0.23.0", "0.25.1rc1", "0.26.0rc1", "0.27.1rc1",
+                   "0.28.0rc1"]
+# Outside reduce-sample mode these call their own PyTorch function upstream, not the operator.
+REDUCE_ONLY = {"0.26.0rc1", "0.27.1rc1", "0.28.0rc1"}
 # "absent" first, then "lazy" (the first registration): see the harness
 MODES = ["absent", "lazy", "raises", "raises_k1024", "present"]
 ROWS = 2000
@@ -55,7 +59,9 @@ def _torch_available() -> bool:
 def _files(folder: Path) -> dict[str, dict[str, str]]:
     out = {}
     for version in FAMILIES:
-        original = wheels.wheel_member(version, wheels.SAMPLER)
+        original = (wheels.sdist_member(wheels.sdist("vllm-ascend", version), wheels.SAMPLER)
+                    if version in wheels.SDIST_AFFECTED else
+                    wheels.wheel_member(version, wheels.SAMPLER))
         (patch,) = load_patch(PATCHES / f"{version}.patch")
         patched = apply_forward(patch, original, analyze(patch, original))
         assert patched is not None
@@ -125,11 +131,11 @@ def test_fallback_keeps_exactly_vllms_token_set(observed: dict[str, Any], versio
 @pytest.mark.parametrize("version", list(FAMILIES))
 def test_missing_operator(observed: dict[str, Any], version: str) -> None:
     facts = observed[f"{version}:behaviour:absent"]
-    if version != "0.26.0rc1":  # its non-reduce path is PyTorch upstream: see the TP test
+    if version not in REDUCE_ONLY:  # their non-reduce path is PyTorch upstream: see TP test
         assert facts["unpatched"].startswith(("AttributeError", "RuntimeError"))
     patched = facts["patched"]
     assert patched["op_calls"] == 0
-    if version != "0.26.0rc1":
+    if version not in REDUCE_ONLY:
         assert [c["differ_from_vllm"] for c in patched["calls"]] == [0, 0, 0]
         assert len(patched["warnings"]) == 1 and "is not available" in patched["warnings"][0]
         assert WARNING_TAIL in patched["warnings"][0]
@@ -137,7 +143,7 @@ def test_missing_operator(observed: dict[str, Any], version: str) -> None:
     assert patched["greedy_untouched"] is True
 
 
-@pytest.mark.parametrize("version", [v for v in FAMILIES if v != "0.26.0rc1"])
+@pytest.mark.parametrize("version", [v for v in FAMILIES if v not in REDUCE_ONLY])
 def test_operator_raising_at_call_time(observed: dict[str, Any], version: str) -> None:
     """A missing kernel package / older CANN: the operator exists but raises. That call and
     later ones use the fallback; the operator is not called again; one warning with the cause."""
@@ -153,7 +159,7 @@ def test_operator_raising_at_call_time(observed: dict[str, Any], version: str) -
     assert patched["state"] is False
 
 
-@pytest.mark.parametrize("version", [v for v in FAMILIES if v != "0.26.0rc1"])
+@pytest.mark.parametrize("version", [v for v in FAMILIES if v not in REDUCE_ONLY])
 def test_operator_raising_only_for_large_k(observed: dict[str, Any], version: str) -> None:
     """Older builds: k <= 1024 works, k = vocab (> 1024) raises. The first call runs on the
     operator, the second falls back (vLLM's set), the third stays on the fallback."""
@@ -173,7 +179,7 @@ def test_working_operator_keeps_running(observed: dict[str, Any], version: str) 
     patched = facts["patched"]
     assert patched["warnings"] == []
     assert patched["selected"] in ("_apply_top_k_top_p_ascendc", "_apply_top_k_top_p_torch_npu")
-    if version == "0.26.0rc1":  # upstream runs PyTorch outside reduce-sample mode
+    if version in REDUCE_ONLY:  # upstream runs PyTorch outside reduce-sample mode
         assert patched["op_calls"] == 0
         return
     assert patched["op_calls"] == 3 and all(c["operator_output"] for c in patched["calls"])
