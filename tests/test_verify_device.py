@@ -80,8 +80,8 @@ def _verify(python: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> list[st
 
 def test_device_check_needs_the_fallback(target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _verify(target, "correct", monkeypatch) == [
-        "[SKIP] on-device check needs the fallback to compare with; fix: ascendpatch apply "
-        "sampler-topk-topp-fallback"]
+        "[SKIP] on-device check needs the fallback to compare with; fix: ascendpatch "
+        f"--python {target} apply sampler-topk-topp-fallback"]
 
 
 @pytest.mark.parametrize("mode, expected", [
