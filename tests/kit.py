@@ -121,3 +121,25 @@ def build_wheel(folder: Path, name: str, version: str, requires: Sequence[str] =
             archive.writestr(rel, data)
         archive.writestr(f"{dist_info}/RECORD", record_text(contents, f"{dist_info}/RECORD"))
     return wheel
+
+
+# The demo distribution most target tests patch: two modules and one patch that changes both
+# (so a crash or a reader can fall between the two files).
+DEMO_MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 21))
+DEMO_OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 11))
+DEMO_PATCH = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -4,3 +4,4 @@
+ value_4 = 4
+ value_5 = 5
++value_5b = 55
+ value_6 = 6
+--- a/demo/other.py
++++ b/demo/other.py
+@@ -2,3 +2,3 @@
+ other_2 = 2
+-other_3 = 3
++other_3 = 33
+ other_4 = 4
+"""

@@ -20,26 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import make_dist, run_cli, run_process, tree_digest, write_manifest
+from tests.kit import DEMO_PATCH, make_dist, run_cli, run_process, tree_digest, write_manifest
 
 MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 200))
 OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 100))
-PATCH = """\
---- a/demo/mod.py
-+++ b/demo/mod.py
-@@ -4,3 +4,4 @@
- value_4 = 4
- value_5 = 5
-+value_5b = 55
- value_6 = 6
---- a/demo/other.py
-+++ b/demo/other.py
-@@ -2,3 +2,3 @@
- other_2 = 2
--other_3 = 3
-+other_3 = 33
- other_4 = 4
-"""
+PATCH = DEMO_PATCH
 
 
 def _skip(reason: str) -> None:

@@ -15,26 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.kit import make_dist, write_manifest
+from tests.kit import DEMO_MOD, DEMO_OTHER, DEMO_PATCH, make_dist, write_manifest
 
-MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 21))
-OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 11))
-PATCH = """\
---- a/demo/mod.py
-+++ b/demo/mod.py
-@@ -4,3 +4,4 @@
- value_4 = 4
- value_5 = 5
-+value_5b = 55
- value_6 = 6
---- a/demo/other.py
-+++ b/demo/other.py
-@@ -2,3 +2,3 @@
- other_2 = 2
--other_3 = 3
-+other_3 = 33
- other_4 = 4
-"""
+MOD, OTHER = DEMO_MOD, DEMO_OTHER
+PATCH = DEMO_PATCH
 
 # The apply, held at crash point 3 (first file replaced, second not) until "go" appears.
 HELD_APPLY = """\

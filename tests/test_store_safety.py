@@ -15,26 +15,20 @@ from pathlib import Path
 import pytest
 
 from ascendpatch.store import atomic
-from tests.kit import Run, make_dist, run_cli, run_process, tree_digest, write_manifest
+from tests.kit import (
+    DEMO_MOD,
+    DEMO_OTHER,
+    DEMO_PATCH,
+    Run,
+    make_dist,
+    run_cli,
+    run_process,
+    tree_digest,
+    write_manifest,
+)
 
-MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 21))
-OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 11))
-PATCH = """\
---- a/demo/mod.py
-+++ b/demo/mod.py
-@@ -4,3 +4,4 @@
- value_4 = 4
- value_5 = 5
-+value_5b = 55
- value_6 = 6
---- a/demo/other.py
-+++ b/demo/other.py
-@@ -2,3 +2,3 @@
- other_2 = 2
--other_3 = 3
-+other_3 = 33
- other_4 = 4
-"""
+MOD, OTHER = DEMO_MOD, DEMO_OTHER
+PATCH = DEMO_PATCH
 NEW_FILE_PATCH = """\
 --- /dev/null
 +++ b/demo/extra/deep/new.py
