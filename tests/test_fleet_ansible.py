@@ -38,7 +38,9 @@ BIN = Path(sys.executable).parent
 HOSTS = ("node-1", "node-2", "node-3", "node-4")
 SSH_HOST = "node-2"  # reached over real SSH: a network namespace with its own sshd
 OTHER_VERSION = "0.18.0rc1"  # node-4: another affected release (the fix applies there too)
-GUARD = "        return _apply_top_k_top_p_pytorch(logits, k, p)\n"
+# a line that only the patch adds (the fix's state flag), in every release's patch
+GUARD = ("_ASCENDPATCH_TOPK_TOPP_OP = None  # None: not probed yet, True: the operator, "
+         "False: fallback\n")
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync")

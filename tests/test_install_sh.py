@@ -55,7 +55,9 @@ def test_a_failing_step_stops_with_its_name(env: dict[str, str], tmp_path: Path)
     sampler = next(sandbox.glob("lib/python*/site-packages")) / wheels.SAMPLER
     assert _run("--python", sandbox / "bin/python", env=env).returncode == 0
     # A hand-edited line inside the patch (neither upstream nor patched): apply must refuse.
-    guard = "        return _apply_top_k_top_p_pytorch(logits, k, p)\n"
+    # a line that only the patch adds (the fix's state flag), in every release's patch
+    guard = ("_ASCENDPATCH_TOPK_TOPP_OP = None  # None: not probed yet, True: the operator, "
+             "False: fallback\n")
     text = sampler.read_text()
     assert guard in text
     sampler.write_text(text.replace(guard, guard.rstrip("\n") + "  # local edit\n"))
