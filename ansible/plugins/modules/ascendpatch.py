@@ -283,9 +283,11 @@ def main():
         diff = apply_diff(planned) if planned else None
     args = base_args(module, exe) + command_args(module, check)
     rc, doc, err = run_tool(module, args)
-    # check mode stand-ins (plan, status, install --dry-run) exit 1 when something is pending
+    # check mode stand-ins (plan, status, install --dry-run) exit 1 when something is pending:
+    # that is a change to report, not a failure, as long as no result failed
     pending = (check and name in ("apply", "revert", "install") and rc == 1
-               and doc is not None and doc.get("ok"))
+               and doc is not None and not doc.get("error")
+               and not any(r.get("level") == "FAIL" for r in doc.get("results", [])))
     result = dict(exit_code=rc, cmd=args, result=doc, stderr=err)
     if rc != 0 and not pending:
         module.fail_json(msg=message_of(doc, err, rc), rc=rc, **result)
