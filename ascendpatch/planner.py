@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ascendpatch import porting
-from ascendpatch.diffpatch import FilePatch
+from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.kinds import KINDS, PLANNED_KINDS
 from ascendpatch.kinds.base import FilePlan, FileStatus, KindContext
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
+from ascendpatch.patchfile import porting
+from ascendpatch.patchfile.diffpatch import FilePatch
 from ascendpatch.paths import safe_join
 from ascendpatch.results import Level
-from ascendpatch.target import Distribution, Target
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ WHEELS = Path(os.environ.get("ASCENDPATCH_TEST_CACHE", Path.home() / ".cache/asc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ascendpatch.standins import write_distribution  # noqa: E402
+from ascendpatch.env.standins import write_distribution  # noqa: E402
 
 
 def python() -> Path:

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ascendpatch.diffpatch import FileState, analyze, apply_forward, parse_patch  # noqa: E402
+from ascendpatch.patchfile.diffpatch import FileState, analyze, apply_forward, parse_patch  # noqa: E402
 from tests import engine_corpus  # noqa: E402
 
 GOAL_ENGINE = 3.0
@@ -79,7 +79,7 @@ def catalog(work: Path, corpus: engine_corpus.Corpus) -> tuple[list[str], Path, 
     """A site with the real old release's files (and RECORD) and one diff artifact per file."""
     import yaml
 
-    from ascendpatch.standins import write_distribution
+    from ascendpatch.env.standins import write_distribution
 
     old, new = BATCH_PAIR
     site = work / "site"
@@ -172,7 +172,7 @@ def main() -> int:
               f"one per patch {git_catalog:7.3f} s   batch / git apply {b / git_catalog:5.2f}")
         real = work / "real" / "site"
         real.mkdir(parents=True)
-        from ascendpatch.standins import write_distribution
+        from ascendpatch.env.standins import write_distribution
 
         write_distribution(real, "vllm-ascend", BATCH_PAIR[0], corpus.releases[BATCH_PAIR[0]],
                            (), summary="bench", installer="pip")

@@ -108,7 +108,7 @@ def record_files(site: Path, listing: Path) -> tuple[int, int]:
     """The files audit hashes (RECORD rows with a sha256), NUL-separated, for sha256sum:
     their number and bytes."""
     sys.path.insert(0, str(REPO))
-    from ascendpatch.audit import read_record
+    from ascendpatch.inspect.audit import read_record
 
     found: list[Path] = []
     for info in site.glob("*.dist-info"):
@@ -165,8 +165,8 @@ def main() -> int:
     git_status = ["git", f"--git-dir={git_dir}", f"--work-tree={site}", "status",
                   "--porcelain"]
 
-    from ascendpatch import data
-    cache = data.cache_dir()
+    from ascendpatch import catalog
+    cache = catalog.cache_dir()
     drop_cache = [sys.executable, "-c", "import shutil; "
                   f"[shutil.rmtree({str(cache)!r} + '/' + d, ignore_errors=True) "
                   "for d in ('audit', 'introspect')]"]

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
-from ascendpatch.diffpatch import analyze, apply_forward
 from ascendpatch.kinds.diff import load_patch
+from ascendpatch.patchfile.diffpatch import analyze, apply_forward
 from tests import sampler_harness as harness
 from tests import wheels
 

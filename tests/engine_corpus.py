@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ascendpatch.diffpatch import (
+from ascendpatch.patchfile.diffpatch import (
     FilePatch,
     FileState,
     analyze,

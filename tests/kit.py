@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch.cli import main
+from ascendpatch.env.standins import write_distribution
 from ascendpatch.hashing import record_text
-from ascendpatch.standins import write_distribution
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from ascendpatch.env.target import from_python, from_site_packages
 from ascendpatch.manifest import loader
-from ascendpatch.target import from_python, from_site_packages
 from tests import wheels
 from tests.kit import run_process, tree_digest
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ascendpatch.diffpatch import (
+from ascendpatch.errors import PatchFormatError, UnsafePathError
+from ascendpatch.patchfile.diffpatch import (
     FilePatch,
     FileState,
     HunkState,
@@ -13,7 +14,6 @@ from ascendpatch.diffpatch import (
     apply_reverse,
     parse_patch,
 )
-from ascendpatch.errors import PatchFormatError, UnsafePathError
 
 ORIGINAL = "".join(f"line {i}\n" for i in range(1, 31))
 

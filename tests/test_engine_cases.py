@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.diffpatch import (
+from ascendpatch.kinds.base import FileStatus
+from ascendpatch.patchfile.diffpatch import (
     FilePatch,
     FileState,
     HunkState,
@@ -19,7 +20,6 @@ from ascendpatch.diffpatch import (
     apply_reverse,
     parse_patch,
 )
-from ascendpatch.kinds.base import FileStatus
 from tests.kit import Run, make_dist, run_cli, tree_digest, write_manifest
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.diffpatch import (
+from ascendpatch.patchfile.diffpatch import (
     FilePatch,
     FileState,
     HunkState,
@@ -165,7 +165,7 @@ def test_revert_refuses_an_upstream_change_that_matches_record(
         tmp_path: Path) -> None:
     """Issue 12: a 0.19.1rc1 file already holds the 0.18.0 change upstream and matches
     RECORD; revert 'reversed' it. Without a ledger record nothing proves the patch is ours."""
-    from ascendpatch.standins import write_distribution
+    from ascendpatch.env.standins import write_distribution
     from tests.kit import run_cli, tree_digest, write_manifest
 
     upstream = [p for p in corpus.patches

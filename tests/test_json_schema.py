@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ascendpatch import cliargs
-from ascendpatch.data import data_root
+from ascendpatch.catalog import data_root
 from tests import wheels
 from tests.kit import make_dist, run_cli, write_manifest
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.diffwrite import patch_text
-from ascendpatch.needed import Condition, evaluate
+from ascendpatch.manifest.needed import Condition, evaluate
+from ascendpatch.patchfile.diffwrite import patch_text
 from tests.kit import make_dist, run_cli, tree_digest, write_manifest
 
 OP = Condition("demo/sampler.py", ("torch_npu.npu_top_k_top_p",))

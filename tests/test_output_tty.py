@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch import output, pipadapter, progress
+from ascendpatch import output, progress
 from ascendpatch.commands import apply as apply_command
 from ascendpatch.commands.context import Context
+from ascendpatch.env import pipadapter
+from ascendpatch.env.target import from_site_packages
 from ascendpatch.manifest import loader
-from ascendpatch.target import from_site_packages
 from tests.kit import make_dist, run_cli, write_manifest
 
 ESC = "\x1b["

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.checks import plugins
+from ascendpatch.inspect.checks import plugins
 from ascendpatch.manifest import loader
 from ascendpatch.results import Level
 from tests import realvllm, wheels

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.diffpatch import analyze, apply_forward
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest import loader
+from ascendpatch.patchfile.diffpatch import analyze, apply_forward
 from tests import wheels
 from tests.kit import REPO, Run, build_wheel, run_cli, run_process
 

@@ -1,7 +1,7 @@
 """Image-rebuild simulation on a real wheel (integration tier).
 
 A venv gets the real vllm-ascend 0.18.0 wheel (pip --no-deps), stand-in distributions for every
-requirement (labelled simulated: see ascendpatch/standins.py) and a simulated sourced CANN/ATB
+requirement (labelled simulated: see ascendpatch/env/standins.py) and a simulated sourced CANN/ATB
 environment (folders holding libhccl.so / libatb.so). Then: apply -> verify 0; pip
 --force-reinstall (what an image rebuild or a careless pip does) -> verify 1 naming the lost
 patch and the command; apply -> verify 0.
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.standins import satisfy
-from ascendpatch.target import from_python
+from ascendpatch.env.standins import satisfy
+from ascendpatch.env.target import from_python
 from tests import wheels
 from tests.kit import run_process
 from tests.test_verify import _fake_cann

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from ascendpatch.diffpatch import analyze, apply_forward
 from ascendpatch.kinds.diff import load_patch
+from ascendpatch.patchfile.diffpatch import analyze, apply_forward
 from tests import realvllm, wheels
 from tests.kit import REPO
 

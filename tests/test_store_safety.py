@@ -278,7 +278,7 @@ def test_created_folders_go_on_revert_and_on_rollback(env: dict[str, Path]) -> N
 
 
 def test_audit_cache_of_a_hostile_shape_is_ignored_never_followed(env: dict[str, Path]) -> None:
-    from ascendpatch.audit import cache_path
+    from ascendpatch.inspect.audit import cache_path
 
     cache = cache_path(env["site"])
     cache.parent.mkdir(parents=True, mode=0o700)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch import discover, target
+from ascendpatch.env import discover, target
 from ascendpatch.errors import TargetError
 from tests.kit import make_dist, run_cli
 
@@ -88,7 +88,7 @@ OTHER_PYTHONS = sorted(Path("/root/.pyenv/versions").glob("3.[89].*/bin/python")
 @pytest.mark.parametrize("python", OTHER_PYTHONS, ids=lambda p: p.parent.parent.name)
 def test_in_target_scripts_run_on_every_python_from_3_8(python: Path) -> None:
     """Targets may be Python 3.8 (old images) to 3.13: introspection and probes must run."""
-    from ascendpatch.checks.probes import run_probe
+    from ascendpatch.inspect.checks.probes import run_probe
 
     tgt = target.from_python(python)
     assert tgt.python_version is not None and tgt.markers is not None

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.checks import cann, envvars
+from ascendpatch.env.standins import modules_for, torch_npu_body, write_distribution
+from ascendpatch.inspect.checks import cann, envvars
 from ascendpatch.results import Level
-from ascendpatch.standins import modules_for, torch_npu_body, write_distribution
 from tests.kit import make_dist, run_cli, write_manifest
 
 LIBHCCL_ERROR = "libhccl.so: cannot open shared object file: No such file or directory"
@@ -147,8 +147,8 @@ def test_probe_of_the_custom_op_generation_and_a_torch_pair_mismatch(tmp_path: P
 
 
 def test_probe_reports_fallback_when_op_missing_but_patch_applied(tmp_path: Path) -> None:
-    from ascendpatch.checks import probes
-    from ascendpatch.target import from_python
+    from ascendpatch.env.target import from_python
+    from ascendpatch.inspect.checks import probes
 
     python = _probe_env(tmp_path, "0.18.0", torch_npu_body())
     lines = probes.check(from_python(python), {"sampler-topk-topp-fallback"})

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.standins import write_distribution
+from ascendpatch.env.standins import write_distribution
 from tests import wheels
 from tests.kit import run_cli
 

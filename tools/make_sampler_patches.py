@@ -9,7 +9,7 @@ releases by file content, applies the template of ``tools/sampler-topk-topp-fall
 one patch per distinct content under ``patches/vllm-ascend/sampler-topk-topp-fallback/``,
 updates the ``after`` sha256 of the matching variant in ``manifests/*.yaml`` and prints the
 variants. Every
-patch is written by ascendpatch.diffwrite, which checks it with the engine: applied to the
+patch is written by ascendpatch.patchfile.diffwrite, which checks it with the engine: applied to the
 upstream file it gives the guarded file byte for byte.
 
 The fix (field note 003 pitfall 1, vllm-project/vllm-ascend#11999; issue 16): every call of
@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ascendpatch.diffwrite import patch_text  # noqa: E402
+from ascendpatch.patchfile.diffwrite import patch_text  # noqa: E402
 
 TARGET = "vllm_ascend/sample/sampler.py"
 OUT = REPO / "patches" / "vllm-ascend" / "sampler-topk-topp-fallback"
@@ -59,7 +59,7 @@ class Family:
 
 
 def sdist_file(sdists: Path, version: str) -> bytes:
-    from ascendpatch.releases import download_sdist, read_member
+    from ascendpatch.env.releases import download_sdist, read_member
 
     sdists.mkdir(parents=True, exist_ok=True)
     found = sorted(sdists.glob(f"vllm_ascend-{version}.tar.gz"))

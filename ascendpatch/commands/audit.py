@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascendpatch.audit import AuditReport, audit
 from ascendpatch.commands.context import Context
+from ascendpatch.inspect.audit import AuditReport, audit
 from ascendpatch.results import CheckResult, CommandResult, Level
 
 if TYPE_CHECKING:
-    from ascendpatch.target import Target
+    from ascendpatch.env.target import Target
 
 
 def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
@@ -57,7 +57,7 @@ def _lines(report: AuditReport) -> list[CheckResult]:
 
 
 def _load_baseline(path: Path) -> dict[str, Any]:
-    from ascendpatch import snapshot  # only with --baseline: it loads the manifest model
+    from ascendpatch.inspect import snapshot  # only with --baseline: it loads the manifest model
 
     return snapshot.load(path)
 
@@ -82,7 +82,7 @@ def run_on(target: Target, make_context: Callable[[], Context], *,
         report = audit(target, lambda: expected_changes(make_context()), workers=workers)
     results = _lines(report)
     if base is not None:
-        from ascendpatch import snapshot
+        from ascendpatch.inspect import snapshot
 
         current = {d.name: snapshot.describe_distribution(d)
                    for d in target.distributions.values()}

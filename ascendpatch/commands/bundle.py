@@ -21,10 +21,11 @@ import zipfile
 from argparse import Namespace
 from pathlib import Path
 
-from ascendpatch import data, pipadapter
+from ascendpatch import catalog
+from ascendpatch.env import pipadapter
+from ascendpatch.env.pipadapter import PipError
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.hashing import record_text
-from ascendpatch.pipadapter import PipError
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
 
@@ -35,7 +36,7 @@ _SKIP_INSTALLED = ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json")
 
 
 def source_tree() -> Path | None:
-    root = data.data_root()
+    root = catalog.data_root()
     return root if (root / "pyproject.toml").is_file() and (root / "ascendpatch").is_dir() \
         else None
 

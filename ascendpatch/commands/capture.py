@@ -14,22 +14,23 @@ import os
 from argparse import Namespace
 from pathlib import Path
 
-from ascendpatch import diffwrite, releases
-from ascendpatch.audit import audit
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
-from ascendpatch.diffpatch import analyze, apply_forward
+from ascendpatch.env import releases
+from ascendpatch.env.pipadapter import Source
+from ascendpatch.env.target import Distribution
 from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.hashing import sha256_bytes
+from ascendpatch.inspect.audit import audit
 from ascendpatch.kinds.base import KindContext
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest import edit
-from ascendpatch.pipadapter import Source
+from ascendpatch.patchfile import diffwrite
+from ascendpatch.patchfile.diffpatch import analyze, apply_forward
 from ascendpatch.planner import context_for
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
 from ascendpatch.store.state import Ledger, StateStore
-from ascendpatch.target import Distribution
 
 
 def _changed(ctx: Context, dist: Distribution) -> list[str]:

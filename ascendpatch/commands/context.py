@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # at run time only where used: `audit` must not pay for yaml and the schema
+    from ascendpatch.env.pipadapter import Source
+    from ascendpatch.env.target import Target
     from ascendpatch.manifest.model import Manifest
-    from ascendpatch.pipadapter import Source
     from ascendpatch.store.state import StateStore
-    from ascendpatch.target import Target
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,8 @@ NEEDS_INTERPRETER = frozenset({"verify", "install", "lock", "capture"})
 
 
 def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
-    from ascendpatch import discover
-    from ascendpatch.target import from_python, from_site_packages
+    from ascendpatch.env import discover
+    from ascendpatch.env.target import from_python, from_site_packages
 
     if args.site_packages is not None:
         return from_site_packages(args.site_packages)
@@ -135,7 +135,7 @@ def check_with(manifest: Manifest, ids: Sequence[str]) -> None:
 
 
 def source_from_args(args: Namespace) -> Source:
-    from ascendpatch.pipadapter import Source
+    from ascendpatch.env.pipadapter import Source
 
     return Source(wheelhouse=args.wheelhouse, offline=args.offline)
 

@@ -20,9 +20,9 @@ from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
-from ascendpatch import fleet
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
-from ascendpatch.fleet import FleetReport, HostRow, HostSnapshot
+from ascendpatch.inspect import fleet
+from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot
 from ascendpatch.results import CheckResult, CommandResult, Level
 
 
@@ -115,7 +115,7 @@ def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | 
     rep = report(paths, baseline, hosts_file)
     doc = fleet.to_json(rep)
     if output is not None:
-        from ascendpatch import fleethtml
+        from ascendpatch.inspect import fleethtml
         from ascendpatch.store import atomic
 
         atomic.write_atomic(output, fleethtml.render(doc).encode("utf-8"))

@@ -17,15 +17,15 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ascendpatch import installplan, pipadapter, stackcheck
-from ascendpatch.checks.pins import pin_check
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.commands.lock import conflict_lines
+from ascendpatch.env import installplan, pipadapter, stackcheck
+from ascendpatch.env.pipadapter import ONLINE, Source
+from ascendpatch.env.target import Target, from_python
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.pipadapter import ONLINE, Source
+from ascendpatch.inspect.checks.pins import pin_check
 from ascendpatch.results import CheckResult, CommandResult, Level
-from ascendpatch.target import Target, from_python
 
 
 def _parse(reqs: Sequence[str]) -> list[Requirement]:

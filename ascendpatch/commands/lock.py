@@ -17,11 +17,12 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ascendpatch import data, installplan, pipadapter, progress, stackcheck
+from ascendpatch import catalog, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
+from ascendpatch.env import installplan, pipadapter, stackcheck
+from ascendpatch.env.pipadapter import ONLINE, PipError, Source
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.pipadapter import ONLINE, PipError, Source
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
 
@@ -31,7 +32,7 @@ DEFAULT_UNSAFE = ("pip", "setuptools", "distribute")
 def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
     """A venv of the target's Python with pip-tools, created once and reused."""
     key = hashlib.sha256(f"{python}|{version}".encode()).hexdigest()[:16]
-    venv = data.cache_dir() / "piptools" / key
+    venv = catalog.cache_dir() / "piptools" / key
     compile_bin = venv / "bin" / "pip-compile"
     if compile_bin.exists():
         return compile_bin

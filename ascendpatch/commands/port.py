@@ -8,16 +8,18 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import diffwrite, needed, porting, progress, releases
+from ascendpatch import progress
 from ascendpatch.commands import context
-from ascendpatch.diffpatch import FilePatch, analyze, apply_forward
+from ascendpatch.env import releases
+from ascendpatch.env.pipadapter import Source
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.hashing import sha256_bytes
 from ascendpatch.kinds.diff import load_patch
-from ascendpatch.manifest import edit
+from ascendpatch.manifest import edit, needed
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
-from ascendpatch.pipadapter import Source
+from ascendpatch.patchfile import diffwrite, porting
+from ascendpatch.patchfile.diffpatch import FilePatch, analyze, apply_forward
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
 

@@ -2,7 +2,7 @@
 
 A venv with the real vllm-ascend wheel from the index (``--no-deps``) and stand-in
 distributions for everything it requires (torch, torch-npu, ...: labelled simulated in their
-metadata, see ascendpatch/standins.py), so that install, apply, verify, audit and revert run
+metadata, see ascendpatch/env/standins.py), so that install, apply, verify, audit and revert run
 end to end without an NPU. ``DIR/ascendpatch-sandbox.json`` marks it; `verify` then reports the
 CANN checks as skipped (there is no CANN on this host) instead of failing.
 """
@@ -19,12 +19,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import data, pipadapter, standins
+from ascendpatch import catalog
 from ascendpatch.commands import context
+from ascendpatch.env import pipadapter, standins
+from ascendpatch.env.pipadapter import ONLINE, PipError, Source
+from ascendpatch.env.target import from_python
 from ascendpatch.errors import InvalidInputError, RefusedError
-from ascendpatch.pipadapter import ONLINE, PipError, Source
 from ascendpatch.results import CheckResult, CommandResult, Level
-from ascendpatch.target import from_python
 
 MARKER = "ascendpatch-sandbox.json"
 DEFAULT_VERSION = "0.18.0"  # an affected final release: the catalog's fix applies
@@ -36,7 +37,7 @@ def is_sandbox(prefix: str | None) -> bool:
 
 def _wheel(version: str, source: Source) -> Path:
     folders = [source.wheelhouse] if source.wheelhouse else []
-    cache = data.cache_dir() / "wheels"
+    cache = catalog.cache_dir() / "wheels"
     for folder in [*folders, cache]:
         found = sorted(folder.glob(f"vllm_ascend-{version}-*.whl")) if folder.is_dir() else []
         if found:
@@ -57,7 +58,7 @@ def _wheel(version: str, source: Source) -> Path:
 
 def _why(stderr: str, source: Source) -> str:
     """Name the releases that exist instead of pip's cut-off message."""
-    from ascendpatch import releases
+    from ascendpatch.env import releases
 
     try:
         known = releases.versions_on_index("vllm-ascend", source, sdists=False)

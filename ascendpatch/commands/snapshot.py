@@ -6,11 +6,11 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
-from ascendpatch import snapshot
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.inspect import snapshot
 from ascendpatch.planner import evaluate, prepare
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic

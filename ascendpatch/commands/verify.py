@@ -8,12 +8,12 @@ from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch import progress
-from ascendpatch.checks import cann, deps, envvars, pins, plugins, probes, smoothquant
 from ascendpatch.commands import context, sandbox
 from ascendpatch.commands.context import Context
 from ascendpatch.commands.logs import manifest_tp_size
 from ascendpatch.engine import status_of
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.inspect.checks import cann, deps, envvars, pins, plugins, probes, smoothquant
 from ascendpatch.planner import evaluate, prepare, select
 from ascendpatch.results import ArtifactResult, CheckResult, CommandResult, Level, Status
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from ascendpatch.env.target import Distribution
 from ascendpatch.errors import RefusedError, UnsafePathError
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import safe_join
 from ascendpatch.store.state import STATE_DIR
-from ascendpatch.target import Distribution
 
 
 class FileStatus(str, enum.Enum):

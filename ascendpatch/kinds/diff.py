@@ -1,11 +1,14 @@
-"""Kind ``diff``: a unified diff applied by content (see :mod:`ascendpatch.diffpatch`)."""
+"""Kind ``diff``: a unified diff applied by content (see :mod:`ascendpatch.patchfile.diffpatch`)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
 
-from ascendpatch.diffpatch import (
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.hashing import sha256_bytes
+from ascendpatch.kinds.base import UNKNOWN, Content, FilePlan, FileStatus, KindContext
+from ascendpatch.patchfile.diffpatch import (
     FileAnalysis,
     FilePatch,
     FileState,
@@ -14,9 +17,6 @@ from ascendpatch.diffpatch import (
     apply_reverse,
     parse_patch,
 )
-from ascendpatch.errors import InvalidInputError
-from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import UNKNOWN, Content, FilePlan, FileStatus, KindContext
 
 _STATUS = {FileState.PRISTINE: FileStatus.PRISTINE, FileState.APPLIED: FileStatus.APPLIED,
            FileState.PARTIAL: FileStatus.PARTIAL, FileState.CONFLICT: FileStatus.CONFLICT}

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ascendpatch import data
+from ascendpatch import catalog
 from ascendpatch.errors import InvalidInputError, ManifestError
 from ascendpatch.kinds import KIND_NAMES
 from ascendpatch.manifest import schema as s
@@ -23,7 +23,7 @@ from ascendpatch.manifest.model import (
     Stack,
     Variant,
 )
-from ascendpatch.needed import Condition
+from ascendpatch.manifest.needed import Condition
 
 DEFAULT_MANIFEST = "default"
 MAX_DEPTH = 64  # no manifest needs more; deeper input is refused before anything recurses
@@ -165,7 +165,7 @@ def resolve_name(name_or_path: str) -> Path:
         if not candidate.is_file():
             raise InvalidInputError(f"manifest file {candidate} does not exist")
         return candidate
-    bundled = data.manifests_dir() / f"{name_or_path}.yaml"
+    bundled = catalog.manifests_dir() / f"{name_or_path}.yaml"
     if not bundled.is_file():
         known = ", ".join(bundled_names()) or "none"
         raise InvalidInputError(f"no bundled manifest named {name_or_path!r} (bundled: {known})",
@@ -174,7 +174,7 @@ def resolve_name(name_or_path: str) -> Path:
 
 
 def bundled_names() -> list[str]:
-    folder = data.manifests_dir()
+    folder = catalog.manifests_dir()
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 

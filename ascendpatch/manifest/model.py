@@ -10,7 +10,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ascendpatch.needed import Condition
+from ascendpatch.manifest.needed import Condition
 
 
 def version_in(spec: str, version: Version) -> bool:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch import progress
+from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
-from ascendpatch.target import Target
 
 PIP_TIMEOUT = 3600.0
 

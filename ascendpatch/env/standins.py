@@ -16,8 +16,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ascendpatch.env.reqs import applicable
 from ascendpatch.hashing import record_text
-from ascendpatch.reqs import applicable
 
 INSTALLER = "ascendpatch stand-in (simulated)"
 SUMMARY = "ascendpatch stand-in (simulated): NOT the real package, metadata only"

@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ascendpatch import data
+from ascendpatch import catalog
 from ascendpatch.store import atomic
 
 FORMAT = 1
@@ -35,7 +35,7 @@ def private_folder(folder: Path) -> bool:
     that no one else can write. ascendpatch runs as root on shared
     hosts and ``$ASCENDPATCH_CACHE`` may point anywhere: a cache others can write is neither
     read nor written."""
-    root = data.cache_dir()
+    root = catalog.cache_dir()
     if folder != root and root not in folder.parents:
         return False
     try:
@@ -78,7 +78,7 @@ def write_private(path: Path, payload: bytes) -> None:
 
 def cache_path(python: Path) -> Path:
     key = hashlib.sha256(os.fsencode(os.path.abspath(python))).hexdigest()[:24]
-    return data.cache_dir() / "introspect" / f"{key}.json"
+    return catalog.cache_dir() / "introspect" / f"{key}.json"
 
 
 def _stat(path: str, follow: bool = True) -> list[int] | None:

@@ -11,10 +11,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascendpatch import __version__
-from ascendpatch.audit import StatCache, hash_files
+from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.inspect.audit import StatCache, hash_files
 from ascendpatch.manifest.model import Manifest
-from ascendpatch.target import Distribution, Target
 
 SNAPSHOT_KIND = "ascendpatch-snapshot"
 SNAPSHOT_FORMAT = 1

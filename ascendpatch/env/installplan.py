@@ -15,8 +15,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch.reqs import applicable
-from ascendpatch.target import Target
+from ascendpatch.env.reqs import applicable
+from ascendpatch.env.target import Target
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import data, pipadapter, progress
+from ascendpatch import catalog, progress
+from ascendpatch.env import pipadapter
+from ascendpatch.env.pipadapter import Source
 from ascendpatch.errors import AscendpatchError
-from ascendpatch.pipadapter import Source
 from ascendpatch.store import atomic
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -123,7 +124,7 @@ def download_sdist(name: str, version: str, folder: Path) -> Path | None:
 
 def archive(name: str, version: str, source: Source) -> Path:
     """A wheel (preferred) or sdist of ``name==version``."""
-    cache = data.cache_dir() / "releases"
+    cache = catalog.cache_dir() / "releases"
     for folder in [source.wheelhouse, cache]:
         if folder is not None and (found := _archives(folder, name, version)):
             return found[0]

@@ -30,8 +30,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.inspect.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_KIND
 from ascendpatch.results import Level
-from ascendpatch.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_KIND
 
 HEALTHY_ARTIFACT = ("already-applied", "applied", "skipped")
 ABSENT = "absent"

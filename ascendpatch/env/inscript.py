@@ -35,7 +35,7 @@ class ScriptTimeout(ScriptError):
 
 
 def bundled(name: str) -> str:
-    return files("ascendpatch").joinpath(name).read_text(encoding="utf-8")
+    return files("ascendpatch.env").joinpath(name).read_text(encoding="utf-8")
 
 
 def _run(argv: list[str], timeout: float, env: Mapping[str, str] | None) \

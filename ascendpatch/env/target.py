@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ascendpatch import inscript
+from ascendpatch.env import inscript
 from ascendpatch.errors import TargetError
 from ascendpatch.hashing import record_to_hex
 
@@ -142,7 +142,7 @@ def from_python(python: Path) -> Target:
     if not python.exists():
         raise TargetError(f"target interpreter {python} does not exist",
                           fix="pass --python with the path of the image's python")
-    from ascendpatch import introcache
+    from ascendpatch.env import introcache
 
     script = introspection_script()
     info = introcache.load(python, script)  # nothing runs in the target when nothing changed

@@ -7,10 +7,10 @@ import contextlib
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import standins
+from ascendpatch.env import standins
+from ascendpatch.env.target import Target
 from ascendpatch.manifest.model import Manifest, PackagePin
 from ascendpatch.results import CheckResult, Level
-from ascendpatch.target import Target
 
 
 def pin_check(pin: PackagePin, target: Target) -> CheckResult:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ascendpatch import standins
+from ascendpatch.env import standins
+from ascendpatch.env.reqs import applicable
+from ascendpatch.env.target import Distribution, Target
 from ascendpatch.manifest.model import Manifest
-from ascendpatch.reqs import applicable
 from ascendpatch.results import CheckResult, Level
-from ascendpatch.target import Distribution, Target
 
 
 def _accepted(manifest: Manifest, package: str, req: Requirement) -> str | None:

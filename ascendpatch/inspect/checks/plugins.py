@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ascendpatch import inscript
+from ascendpatch.env import inscript
 from ascendpatch.kinds.plugin import plugin_module, plugin_targets
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level

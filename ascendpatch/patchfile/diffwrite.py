@@ -9,9 +9,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from ascendpatch.diffpatch import analyze, apply_forward, parse_patch
 from ascendpatch.errors import AscendpatchError
-from ascendpatch.textfile import TextFile
+from ascendpatch.patchfile.diffpatch import analyze, apply_forward, parse_patch
+from ascendpatch.patchfile.textfile import TextFile
 
 NO_EOL = "\\ No newline at end of file\n"
 

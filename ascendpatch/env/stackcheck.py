@@ -21,12 +21,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import data, pipadapter, releases
+from ascendpatch import catalog
+from ascendpatch.env import pipadapter, releases
+from ascendpatch.env.pipadapter import PipError, Source
+from ascendpatch.env.reqs import applicable
+from ascendpatch.env.target import Target
 from ascendpatch.manifest.model import Manifest
-from ascendpatch.pipadapter import PipError, Source
-from ascendpatch.reqs import applicable
 from ascendpatch.store import atomic
-from ascendpatch.target import Target
 
 MANIFEST = "the manifest"
 
@@ -57,7 +58,7 @@ def _cache_key(target: Target, pins: Sequence[str], source: Source) -> str | Non
 
 def _report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
     key = _cache_key(target, pins, source)
-    cached = data.cache_dir() / "stackcheck" / f"{key}.json" if key else None
+    cached = catalog.cache_dir() / "stackcheck" / f"{key}.json" if key else None
     if cached is not None and cached.is_file():
         try:
             report = json.loads(cached.read_text())

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ascendpatch import inscript, standins
-from ascendpatch.checks.cann import ATB_SETENV, TOOLKIT_SETENV
+from ascendpatch.env import inscript, standins
+from ascendpatch.env.reqs import applicable
+from ascendpatch.env.target import Target
+from ascendpatch.inspect.checks.cann import ATB_SETENV, TOOLKIT_SETENV
 from ascendpatch.manifest.model import version_in
-from ascendpatch.reqs import applicable
 from ascendpatch.results import CheckResult, Level
-from ascendpatch.target import Target
 
 PROBE_TIMEOUT = 120.0
 SAMPLER_FIX = "sampler-topk-topp-fallback"

@@ -12,8 +12,8 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from ascendpatch.env.target import Target, from_python, from_site_packages
 from ascendpatch.errors import TargetError
-from ascendpatch.target import Target, from_python, from_site_packages
 
 ENV_VAR = "ASCENDPATCH_PYTHON"
 ANCHOR_DISTRIBUTION = "vllm-ascend"

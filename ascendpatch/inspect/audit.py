@@ -35,12 +35,12 @@ from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ascendpatch import progress
+from ascendpatch.env.introcache import read_private, write_private
 from ascendpatch.hashing import record_to_hex
-from ascendpatch.introcache import read_private, write_private
 from ascendpatch.store import atomic
 
 if TYPE_CHECKING:
-    from ascendpatch.target import Distribution, Target
+    from ascendpatch.env.target import Distribution, Target
 
 CACHE_NAME = "statcache.json"
 CACHE_FORMAT = 3  # 3: kept outside the target, keyed by the target's folder
@@ -152,10 +152,10 @@ def file_sha256(path: Path | str, buffer: bytearray | None = None) -> str:
 
 def cache_path(root: Path | str) -> Path:
     """The stat cache of the target whose state folder is ``root``: outside the target."""
-    from ascendpatch import data
+    from ascendpatch import catalog
 
     key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:24]
-    return data.cache_dir() / "audit" / key / CACHE_NAME
+    return catalog.cache_dir() / "audit" / key / CACHE_NAME
 
 
 class StatCache:

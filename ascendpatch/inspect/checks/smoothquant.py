@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ascendpatch import inscript
-from ascendpatch.checks.envvars import is_secret, shown
 from ascendpatch.deploy.logs import SMOOTHQUANT_MARKER, load_rules, triage
+from ascendpatch.env import inscript
+from ascendpatch.inspect.checks.envvars import is_secret, shown
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level
 

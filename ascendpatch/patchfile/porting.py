@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ascendpatch import needed
-from ascendpatch.diffpatch import FilePatch, FileState, HunkState, analyze
+from ascendpatch.manifest import needed
 from ascendpatch.manifest.model import Artifact, Variant
+from ascendpatch.patchfile.diffpatch import FilePatch, FileState, HunkState, analyze
 
 EXACT, OFFSET, OBSOLETE, CONFLICT, GONE = "applies", "offset", "obsolete", "conflict", "missing"
 
