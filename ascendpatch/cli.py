@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str] | None,
 
 def _interrupted(command: str) -> str:
     """Ctrl-C: say what really happened. After a commit point the change is in place."""
-    state = sys.modules.get("ascendpatch.store.state")
+    state = sys.modules.get("ascendpatch.store.ledger")
     committed: list[str] = list(getattr(state, "COMMITTED", []))
     if not committed:
         return "interrupted; any change in progress was rolled back"

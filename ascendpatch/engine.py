@@ -1,4 +1,4 @@
-"""Execute plans: apply, revert, report status. All writes go through StateStore.commit."""
+"""Execute plans: apply, revert, report status. All writes go through LedgerStore.commit."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from pathlib import Path
 
 from ascendpatch.hashing import sha256_bytes
 from ascendpatch.kinds import KINDS
-from ascendpatch.kinds.base import FilePlan, FileStatus
+from ascendpatch.kinds.base import FileFinding, FileStatus
 from ascendpatch.planner import ArtifactPlan, evaluate
 from ascendpatch.results import ArtifactResult, FileResult, Level, Status
-from ascendpatch.store.state import Change, Ledger, LedgerFile, StateStore, now
+from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
 
 
 def _sha(data: bytes | None) -> str | None:
     return sha256_bytes(data) if data is not None else None
 
 
-def _file_results(files: Sequence[FilePlan], after: dict[str, bytes | None] | None = None,
+def _file_results(files: Sequence[FileFinding], after: dict[str, bytes | None] | None = None,
                   state: str | None = None) -> tuple[FileResult, ...]:
     out = []
     for fp in files:
@@ -106,7 +106,7 @@ class Batch:
     as the earlier artifacts left it.
     """
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: LedgerStore) -> None:
         self.store = store
         self._items: list[tuple[ArtifactResult, ArtifactPlan, list[Change], list[bytes]]] = []
         self._paths: set[str] = set()
@@ -145,7 +145,7 @@ def _real(path: Path) -> str:
     return os.path.realpath(path)
 
 
-def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: bool,
+def apply_artifact(plan: ArtifactPlan, store: LedgerStore, *, force: bool, dry_run: bool,
                batch: Batch | None = None) -> ArtifactResult:
     if plan.skip is not None:
         return skipped(plan)
@@ -174,7 +174,7 @@ def apply_plan(plan: ArtifactPlan, store: StateStore, *, force: bool, dry_run: b
     return _recheck(plan, "applied")
 
 
-def _record(ledger: Ledger, plan: ArtifactPlan, store: StateStore) -> Ledger:
+def _record(ledger: Ledger, plan: ArtifactPlan, store: LedgerStore) -> Ledger:
     files = dict(ledger.get(plan.artifact.id, {}))
     for fp in plan.files:
         rel = store.rel(fp.path)
@@ -221,11 +221,11 @@ def _word(state: FileStatus | None) -> str:
 
 @dataclass(frozen=True)
 class _Restore:
-    plan: FilePlan
+    plan: FileFinding
     data: bytes | None
 
 
-def _ledger_only(plan: ArtifactPlan, store: StateStore, records: dict[str, LedgerFile]) \
+def _ledger_only(plan: ArtifactPlan, store: LedgerStore, records: dict[str, LedgerFile]) \
         -> list[Change]:
     """Files the ledger says this artifact changed but the kind no longer lists (a deleted
     marker file, say): restore each one that is still as ascendpatch left it."""
@@ -243,7 +243,7 @@ def _ledger_only(plan: ArtifactPlan, store: StateStore, records: dict[str, Ledge
     return changes
 
 
-def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger, *,
+def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
                 dry_run: bool = False) -> ArtifactResult:
     if plan.skip is not None:
         return skipped(plan)
@@ -280,7 +280,7 @@ def revert_plan(plan: ArtifactPlan, store: StateStore, ledger: Ledger, *,
     return _recheck(plan, "reverted")
 
 
-def _original(fp: FilePlan, record: LedgerFile | None, store: StateStore) \
+def _original(fp: FileFinding, record: LedgerFile | None, store: LedgerStore) \
         -> tuple[bytes | None] | None:
     """The content to restore, wrapped in a 1-tuple (its data may be None = remove)."""
     if record is not None and record.sha256_after == _sha(fp.current):
@@ -294,7 +294,7 @@ def _original(fp: FilePlan, record: LedgerFile | None, store: StateStore) \
     return None
 
 
-def _why_not(fp: FilePlan) -> str:
+def _why_not(fp: FileFinding) -> str:
     if fp.revert_refusal is not None and fp.state is not FileStatus.CONFLICT:
         return fp.revert_refusal
     if fp.state is FileStatus.CONFLICT:
@@ -305,7 +305,7 @@ def _why_not(fp: FilePlan) -> str:
 # ---------------------------------------------------------------------------- status
 
 
-def status_of(plan: ArtifactPlan, ledger: Ledger, store: StateStore) -> ArtifactResult:
+def status_of(plan: ArtifactPlan, ledger: Ledger, store: LedgerStore) -> ArtifactResult:
     if plan.skip is not None:
         return skipped(plan)
     empty = nothing_to_do(plan)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.kinds import KINDS, PLANNED_KINDS
-from ascendpatch.kinds.base import FilePlan, FileStatus, KindContext
+from ascendpatch.kinds.base import ArtifactSite, FileFinding, FileStatus
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
@@ -27,9 +27,9 @@ class Skip:
 @dataclass(frozen=True)
 class ArtifactPlan:
     artifact: Artifact
-    context: KindContext | None
+    context: ArtifactSite | None
     skip: Skip | None
-    files: tuple[FilePlan, ...] = ()
+    files: tuple[FileFinding, ...] = ()
 
     @property
     def state(self) -> FileStatus | None:
@@ -64,8 +64,8 @@ def select(manifest: Manifest, ids: list[str], enabled_extra: tuple[str, ...] = 
     return [a for a in manifest.artifacts if a.enabled or a.id in enabled_extra]
 
 
-def context_for(artifact: Artifact, target: Target, env: Mapping[str, str],
-                required: bool = True) -> KindContext | Skip:
+def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
+                required: bool = True) -> ArtifactSite | Skip:
     """Pick the variant for the installed version, or say why the artifact does not apply."""
     if artifact.kind in PLANNED_KINDS:
         return Skip(f"kind {artifact.kind!r} ({PLANNED_KINDS[artifact.kind]}) is not supported "
@@ -74,7 +74,7 @@ def context_for(artifact: Artifact, target: Target, env: Mapping[str, str],
     if not kind.needs_distribution:  # e.g. the Hugging Face cache: its own root, no version
         root_for = getattr(kind, "root_for", None)
         root = root_for(env) if root_for else target.root
-        return KindContext(artifact, artifact.variants[0], None, root, None, dict(env))
+        return ArtifactSite(artifact, artifact.variants[0], None, root, None, dict(env))
     dist = target.get(artifact.distribution) if artifact.distribution else None
     if kind.needs_distribution and dist is None:
         return Skip(f"{artifact.distribution or '(no distribution named)'} is not installed "
@@ -102,7 +102,7 @@ def context_for(artifact: Artifact, target: Target, env: Mapping[str, str],
         if required:
             raise
         return Skip(f"{exc}", Level.WARN)
-    return KindContext(artifact, variant, dist, dist.location, source, dict(env))
+    return ArtifactSite(artifact, variant, dist, dist.location, source, dict(env))
 
 
 def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) \
@@ -132,24 +132,24 @@ def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) 
 
 
 def prepare(artifacts: list[Artifact], target: Target, env: Mapping[str, str],
-            required: bool = True) -> list[tuple[Artifact, KindContext | Skip]]:
+            required: bool = True) -> list[tuple[Artifact, ArtifactSite | Skip]]:
     """Resolve and validate every artifact before anything is written (bad input -> exit 2).
 
     ``required`` False (revert of everything): an artifact whose source needs an unset
     variable is skipped with a warning instead of stopping the whole command.
     """
-    prepared: list[tuple[Artifact, KindContext | Skip]] = []
+    prepared: list[tuple[Artifact, ArtifactSite | Skip]] = []
     for artifact in artifacts:
-        ctx = context_for(artifact, target, env, required or artifact.enabled)
-        if isinstance(ctx, KindContext):
-            KINDS[artifact.kind].prepare(ctx)
-        prepared.append((artifact, ctx))
+        site = site_for(artifact, target, env, required or artifact.enabled)
+        if isinstance(site, ArtifactSite):
+            KINDS[artifact.kind].prepare(site)
+        prepared.append((artifact, site))
     return prepared
 
 
-def evaluate(artifact: Artifact, ctx: KindContext | Skip) -> ArtifactPlan:
-    if isinstance(ctx, Skip):
-        return ArtifactPlan(artifact, None, ctx)
-    files = tuple(KINDS[artifact.kind].inspect(ctx))
-    return ArtifactPlan(artifact, ctx, None, files)
+def evaluate(artifact: Artifact, site: ArtifactSite | Skip) -> ArtifactPlan:
+    if isinstance(site, Skip):
+        return ArtifactPlan(artifact, None, site)
+    files = tuple(KINDS[artifact.kind].inspect(site))
+    return ArtifactPlan(artifact, site, None, files)
 

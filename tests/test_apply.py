@@ -278,8 +278,8 @@ def test_unexpected_error_exit_3_with_log(env: dict[str, Path],
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(engine, "apply_plan", boom)
-    monkeypatch.setattr("ascendpatch.commands.apply.apply_plan", boom)
+    monkeypatch.setattr(engine, "apply_artifact", boom)
+    monkeypatch.setattr("ascendpatch.commands.apply.apply_artifact", boom)
     result = cli(env, "apply")
     assert result.code == 3
     assert "unexpected error: RuntimeError: simulated bug" in result.err

@@ -314,7 +314,7 @@ def _swap_parent_for_link(monkeypatch: pytest.MonkeyPatch, folder: Path, outside
 def test_a_parent_folder_swapped_for_a_link_mid_run_is_never_followed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
     from ascendpatch.errors import AscendpatchError
-    from ascendpatch.store.state import Change, StateStore
+    from ascendpatch.store.ledger import Change, LedgerStore
 
     root = tmp_path / "site"
     (root / "pkg").mkdir(parents=True)
@@ -323,7 +323,7 @@ def test_a_parent_folder_swapped_for_a_link_mid_run_is_never_followed(
     (outside / "__pycache__").mkdir(parents=True)
     (outside / "mod.py").write_bytes(SECRET)
     (outside / "__pycache__" / "mod.cpython-311.pyc").write_bytes(SECRET)  # bytecode removal
-    store = StateStore(root)
+    store = LedgerStore(root)
     change = {"write": Change(root / "pkg" / "mod.py", b"original\n", b"patched\n"),
               "create": Change(root / "pkg" / "new.py", None, b"created\n"),
               "remove": Change(root / "pkg" / "mod.py", b"original\n", None)}[what]
@@ -366,7 +366,7 @@ def test_a_state_folder_swapped_for_a_link_mid_run_is_never_followed(
     """``.ascendpatch/`` swapped for a link after its layout was checked: the journal is not
     written through it (and a later run refuses the link)."""
     from ascendpatch.errors import AscendpatchError
-    from ascendpatch.store.state import Change, StateStore
+    from ascendpatch.store.ledger import Change, LedgerStore
 
     root = tmp_path / "site"
     root.mkdir()
@@ -374,7 +374,7 @@ def test_a_state_folder_swapped_for_a_link_mid_run_is_never_followed(
     outside = tmp_path / "victim"
     outside.mkdir()
     (outside / "keep").write_bytes(SECRET)
-    store = StateStore(root)
+    store = LedgerStore(root)
     _swap_parent_for_link(monkeypatch, store.dir, outside)
     with pytest.raises((AscendpatchError, OSError)):
         store.commit([Change(root / "mod.py", b"original\n", b"patched\n")], lambda led: led)
@@ -388,7 +388,7 @@ def test_garbage_collection_never_empties_a_folder_swapped_in_for_backups(
     to another folder after the layout check, that folder's files are not 'unreferenced
     backups', and the committed change is still reported as done."""
     from ascendpatch.store import crash
-    from ascendpatch.store.state import Change, Ledger, StateStore
+    from ascendpatch.store.ledger import Change, Ledger, LedgerStore
 
     root = tmp_path / "site"
     root.mkdir()
@@ -397,7 +397,7 @@ def test_garbage_collection_never_empties_a_folder_swapped_in_for_backups(
     outside.mkdir()
     (outside / "passwd").write_bytes(SECRET)
     (outside / ("a" * 64)).write_bytes(SECRET)  # even a backup-shaped name
-    store = StateStore(root)
+    store = LedgerStore(root)
     store.commit([Change(root / "mod.py", b"original\n", b"patched\n")], lambda led: led)
     backups = store.dir / "backups"
     committed: list[bool] = []
@@ -423,12 +423,12 @@ def test_recovery_undoes_several_entries_for_one_path_last_first(tmp_path: Path)
     """A journal holding two changes of one file (original -> mid -> final) rolls it back to
     the original, not to the middle state."""
     from ascendpatch.hashing import sha256_bytes
-    from ascendpatch.store.state import StateStore
+    from ascendpatch.store.ledger import LedgerStore
 
     root = tmp_path / "site"
     root.mkdir()
     (root / "mod.py").write_bytes(b"final\n")
-    store = StateStore(root)
+    store = LedgerStore(root)
     (store.dir / "backups").mkdir(parents=True)
     for data in (b"original\n", b"mid\n"):
         (store.dir / "backups" / sha256_bytes(data)).write_bytes(data)
@@ -471,14 +471,14 @@ def test_a_link_from_the_target_into_another_written_tree_is_still_written_throu
     """The folder-descriptor writer starts from the tree the *destination* lies in: a link
     from the target into the Hugging Face cache (a tree the store may write) stays a link and
     its destination is written, as before the writer walked from a root."""
-    from ascendpatch.store.state import Change, StateStore
+    from ascendpatch.store.ledger import Change, LedgerStore
 
     root, hub = tmp_path / "site", tmp_path / "hub"
     (root / "pkg").mkdir(parents=True)
     (hub / "blobs").mkdir(parents=True)
     (hub / "blobs" / "cfg").write_bytes(b"{}\n")
     (root / "pkg" / "cfg.json").symlink_to(hub / "blobs" / "cfg")
-    store = StateStore(root, extra_roots=[hub])
+    store = LedgerStore(root, extra_roots=[hub])
     store.commit([Change(root / "pkg" / "cfg.json", b"{}\n", b"{\"a\": 1}\n")], lambda led: led)
     assert (root / "pkg" / "cfg.json").is_symlink()
     assert (hub / "blobs" / "cfg").read_bytes() == b"{\"a\": 1}\n"
@@ -487,14 +487,14 @@ def test_a_link_from_the_target_into_another_written_tree_is_still_written_throu
 def test_the_state_folder_is_created_without_following_a_link_planted_after_the_check(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ascendpatch.errors import AscendpatchError
-    from ascendpatch.store.state import Change, StateStore
+    from ascendpatch.store.ledger import Change, LedgerStore
 
     root = tmp_path / "site"
     root.mkdir()
     (root / "mod.py").write_bytes(b"original\n")
     outside = tmp_path / "victim"
     outside.mkdir()
-    store = StateStore(root)
+    store = LedgerStore(root)
     real_check = store.check_layout
 
     def check_then_plant() -> None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from ascendpatch import progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.engine import Batch, apply_plan, unified_diff
+from ascendpatch.engine import Batch, apply_artifact, unified_diff
 from ascendpatch.planner import evaluate, prepare, select
 from ascendpatch.results import ArtifactResult, CommandResult, Status, pending_exit_code
 
@@ -32,7 +32,7 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = Fa
                 plan = evaluate(artifact, kctx)  # then look again
             if diff and not dry_run and plan.skip is None:
                 diffs[artifact.id] = unified_diff(plan)
-            results.append(apply_plan(plan, session.store, force=force, dry_run=dry_run,
+            results.append(apply_artifact(plan, session.store, force=force, dry_run=dry_run,
                                       batch=batch))
             if batch.touches(plan):
                 waiting.add(id(results[-1]))

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
     """Files ascendpatch changed on purpose: from its ledger, then the manifest's hashes."""
-    from ascendpatch.kinds.base import KindContext
-    from ascendpatch.planner import context_for
+    from ascendpatch.kinds.base import ArtifactSite
+    from ascendpatch.planner import site_for
 
     store = ctx.store
     out: dict[str, tuple[str, str]] = {}
@@ -33,8 +33,8 @@ def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
             if rec.sha256_after:
                 out[rel] = (rec.sha256_after, f"patched by ascendpatch ({aid})")
     for artifact in ctx.manifest.artifacts:
-        kctx = context_for(artifact, ctx.target, ctx.env, required=False)
-        if not isinstance(kctx, KindContext) or kctx.dist is None:
+        kctx = site_for(artifact, ctx.target, ctx.env, required=False)
+        if not isinstance(kctx, ArtifactSite) or kctx.dist is None:
             continue
         for rel, hashes in kctx.variant.sha256.items():
             path = Path(os.path.normpath(kctx.dist.location / rel))

@@ -22,15 +22,15 @@ from ascendpatch.env.target import Distribution
 from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.hashing import sha256_bytes
 from ascendpatch.inspect.audit import audit
-from ascendpatch.kinds.base import KindContext
+from ascendpatch.kinds.base import ArtifactSite
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest import edit
 from ascendpatch.patchfile import diffwrite
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward
-from ascendpatch.planner import context_for
+from ascendpatch.planner import site_for
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
-from ascendpatch.store.state import Ledger, StateStore
+from ascendpatch.store.ledger import Ledger, LedgerStore
 
 
 def _changed(ctx: Context, dist: Distribution) -> list[str]:
@@ -41,7 +41,7 @@ def _changed(ctx: Context, dist: Distribution) -> list[str]:
             for f in report.findings]
 
 
-def _pristine(dist: Distribution, rel: str, store: StateStore, ledger: Ledger,
+def _pristine(dist: Distribution, rel: str, store: LedgerStore, ledger: Ledger,
               wheel: dict[str, bytes] | None) -> bytes | None:
     expected = dist.record[rel].sha256
     key = store.rel(dist.location / rel)
@@ -65,8 +65,8 @@ def _base(ctx: Context, dist: Distribution, rel: str, pristine: bytes, ledger: L
         artifact = ctx.manifest.artifact(artifact_id)
         if record is None or artifact is None or artifact.kind != "diff":
             continue
-        kctx = context_for(artifact, ctx.target, ctx.env, required=False)
-        if not isinstance(kctx, KindContext) or kctx.source is None:
+        kctx = site_for(artifact, ctx.target, ctx.env, required=False)
+        if not isinstance(kctx, ArtifactSite) or kctx.source is None:
             continue
         for patch in load_patch(kctx.source):
             if patch.path == rel:
@@ -80,7 +80,7 @@ def _base(ctx: Context, dist: Distribution, rel: str, pristine: bytes, ledger: L
 Item = tuple[str, bytes | None, bytes | None]  # (path, base content, current content)
 
 
-def _wheel_if_needed(dist: Distribution, changed: list[str], store: StateStore, ledger: Ledger,
+def _wheel_if_needed(dist: Distribution, changed: list[str], store: LedgerStore, ledger: Ledger,
                      source: Source) -> dict[str, bytes] | None:
     if all(_pristine(dist, rel, store, ledger, None) is not None for rel in changed):
         return None  # every original is in ascendpatch's backups
@@ -91,7 +91,7 @@ def _wheel_if_needed(dist: Distribution, changed: list[str], store: StateStore, 
     return releases.wheel_files(archive)
 
 
-def _items(ctx: Context, dist: Distribution, changed: list[str], store: StateStore,
+def _items(ctx: Context, dist: Distribution, changed: list[str], store: LedgerStore,
            ledger: Ledger, source: Source, notes: list[str]) -> list[Item]:
     wheel = _wheel_if_needed(dist, changed, store, ledger, source)
     items: list[Item] = []

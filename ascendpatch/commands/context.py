@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # at run time only where used: `audit` must not pay for yaml 
     from ascendpatch.env.pipadapter import Source
     from ascendpatch.env.target import Target
     from ascendpatch.manifest.model import Manifest
-    from ascendpatch.store.state import StateStore
+    from ascendpatch.store.ledger import LedgerStore
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,13 @@ class Context:
     enabled_extra: tuple[str, ...] = ()
 
     @property
-    def store(self) -> StateStore:
-        from ascendpatch.store.state import StateStore
+    def store(self) -> LedgerStore:
+        from ascendpatch.store.ledger import LedgerStore
 
-        return StateStore(self.target.root, state_roots(self.env))
+        return LedgerStore(self.target.root, store_roots(self.env))
 
 
-def state_roots(env: Mapping[str, str]) -> tuple[Path, ...]:
+def store_roots(env: Mapping[str, str]) -> tuple[Path, ...]:
     """Trees besides the target that kinds write into (paths in state files may lie there)."""
     from ascendpatch.kinds import KINDS
 
@@ -47,7 +47,7 @@ def state_roots(env: Mapping[str, str]) -> tuple[Path, ...]:
 
 @dataclass
 class Session:
-    store: StateStore
+    store: LedgerStore
     notes: list[str] = field(default_factory=list)
 
 

@@ -7,7 +7,7 @@ from argparse import Namespace
 from ascendpatch import progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.engine import revert_plan
+from ascendpatch.engine import revert_artifact
 from ascendpatch.planner import evaluate, prepare, select
 from ascendpatch.results import ArtifactResult, CommandResult, pending_exit_code
 
@@ -21,7 +21,7 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False) -> CommandResult
     with locked(ctx) as session:
         for artifact, kctx in reversed(prepared):  # undo in reverse order of application
             ledger = session.store.load_ledger()
-            results.append(revert_plan(evaluate(artifact, kctx), session.store, ledger,
+            results.append(revert_artifact(evaluate(artifact, kctx), session.store, ledger,
                                        dry_run=dry_run))
             progress.item(results[-1])
     command = "revert --dry-run" if dry_run else "revert"

@@ -10,7 +10,7 @@ from ascendpatch.commands.context import Context, reading
 from ascendpatch.engine import status_of
 from ascendpatch.planner import evaluate, prepare, select
 from ascendpatch.results import ArtifactResult, CommandResult, Level, Status, pending_exit_code
-from ascendpatch.store.state import Ledger, StateStore
+from ascendpatch.store.ledger import Ledger, LedgerStore
 
 
 def run(ctx: Context, ids: list[str]) -> CommandResult:
@@ -25,7 +25,7 @@ def run(ctx: Context, ids: list[str]) -> CommandResult:
                          exit_code_override=pending_exit_code(results))
 
 
-def _optional(ctx: Context, ledger: Ledger, store: StateStore) -> list[ArtifactResult]:
+def _optional(ctx: Context, ledger: Ledger, store: LedgerStore) -> list[ArtifactResult]:
     """Optional artifacts not enabled (smoothquant, ...): listed, and shown applied if they are."""
     off = [a for a in ctx.manifest.artifacts if not a.enabled and a.id not in ctx.enabled_extra]
     shown = []

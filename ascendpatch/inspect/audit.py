@@ -587,7 +587,7 @@ def _compare(entry: _Entry, st: os.stat_result, digest: str, expected: _Lazy) ->
 
 
 def _package_dirs(target: Target, dist: Distribution, rows: list[Row]) -> set[str]:
-    from ascendpatch.store.state import STATE_DIR
+    from ascendpatch.store.ledger import STATE_DIR
 
     location = str(dist.location)
     if dist.location not in target.site_packages:

@@ -20,7 +20,7 @@ from ascendpatch.env.target import Distribution
 from ascendpatch.errors import RefusedError, UnsafePathError
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import safe_join
-from ascendpatch.store.state import STATE_DIR
+from ascendpatch.store.ledger import STATE_DIR
 
 
 class FileStatus(str, enum.Enum):
@@ -47,7 +47,7 @@ UNKNOWN = Content(None, known=False)
 
 
 @dataclass(frozen=True)
-class FilePlan:
+class FileFinding:
     rel: str  # relative to the distribution's location
     path: Path
     state: FileStatus
@@ -63,7 +63,7 @@ class FilePlan:
 
 
 @dataclass(frozen=True)
-class KindContext:
+class ArtifactSite:
     artifact: Artifact
     variant: Variant
     dist: Distribution | None
@@ -115,8 +115,8 @@ class Kind(Protocol):
     # is then simply completed; False for a patch, where a half-applied state means trouble.
     independent_files: bool
 
-    def prepare(self, ctx: KindContext) -> None:
+    def prepare(self, site: ArtifactSite) -> None:
         """Validate sources and target paths; raise InvalidInputError. Writes nothing."""
 
-    def inspect(self, ctx: KindContext) -> list[FilePlan]:
+    def inspect(self, site: ArtifactSite) -> list[FileFinding]:
         """The state of every file this artifact owns."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import UNKNOWN, Content, FilePlan, FileStatus, KindContext
+from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding, FileStatus
 from ascendpatch.patchfile.diffpatch import (
     FileAnalysis,
     FilePatch,
@@ -44,24 +44,24 @@ class DiffKind:
     needs_distribution = True
     independent_files = False
 
-    def prepare(self, ctx: KindContext) -> None:
-        if ctx.source is None:
-            raise InvalidInputError(f"artifact {ctx.artifact.id}: kind diff needs a source patch")
-        patches = load_patch(ctx.source)
-        declared = set(ctx.variant.targets)
+    def prepare(self, site: ArtifactSite) -> None:
+        if site.source is None:
+            raise InvalidInputError(f"artifact {site.artifact.id}: kind diff needs a source patch")
+        patches = load_patch(site.source)
+        declared = set(site.variant.targets)
         for patch in patches:
-            ctx.path(patch.path)  # the path guard, before anything is written
+            site.path(patch.path)  # the path guard, before anything is written
             if declared and patch.path not in declared:
                 raise InvalidInputError(
-                    f"{ctx.source}: changes {patch.path}, which artifact {ctx.artifact.id} does "
+                    f"{site.source}: changes {patch.path}, which artifact {site.artifact.id} does "
                     f"not list in its targets ({', '.join(sorted(declared))})")
 
-    def inspect(self, ctx: KindContext) -> list[FilePlan]:
-        assert ctx.source is not None
-        return [self._plan(ctx, patch) for patch in load_patch(ctx.source)]
+    def inspect(self, site: ArtifactSite) -> list[FileFinding]:
+        assert site.source is not None
+        return [self._plan(site, patch) for patch in load_patch(site.source)]
 
-    def _plan(self, ctx: KindContext, patch: FilePatch) -> FilePlan:
-        path, current = ctx.read(patch.path)
+    def _plan(self, site: ArtifactSite, patch: FilePatch) -> FileFinding:
+        path, current = site.read(patch.path)
         analysis = analyze(patch, current)
         state = _STATUS[analysis.state]
         desired = original = UNKNOWN
@@ -75,10 +75,10 @@ class DiffKind:
             desired = Content(current)
         if desired.known and patch.mode is not None and current is None:
             desired = Content(desired.data, mode=patch.mode)
-        detail = _detail(ctx, patch, analysis, current, desired)
-        refusal = _revert_refusal(ctx, patch.path, current, original) \
+        detail = _detail(site, patch, analysis, current, desired)
+        refusal = _revert_refusal(site, patch.path, current, original) \
             if state in (FileStatus.APPLIED, FileStatus.PARTIAL) else None
-        return FilePlan(patch.path, path, state, current, desired, original, detail,
+        return FileFinding(patch.path, path, state, current, desired, original, detail,
                         revert_refusal=refusal)
 
 
@@ -86,16 +86,16 @@ def _sha(data: bytes | None) -> str | None:
     return None if data is None else sha256_bytes(data)
 
 
-def _revert_refusal(ctx: KindContext, rel: str, current: bytes | None, original: Content) \
+def _revert_refusal(site: ArtifactSite, rel: str, current: bytes | None, original: Content) \
         -> str | None:
     """Without a ledger record, reversing is allowed only when something proves the patch is
     ours: the file is the manifest's ``after``, or it differs from the wheel's RECORD and the
     reversed content is what RECORD lists (a file RECORD does not list: absent)."""
     now = _sha(current)
-    hashes = ctx.variant.sha256.get(rel)
+    hashes = site.variant.sha256.get(rel)
     if hashes and now in hashes.after:
         return None
-    listed = ctx.dist.record if ctx.dist is not None else {}
+    listed = site.dist.record if site.dist is not None else {}
     if listed:
         entry = listed.get(rel)
         shipped = entry.sha256 if entry is not None else None
@@ -108,10 +108,10 @@ def _revert_refusal(ctx: KindContext, rel: str, current: bytes | None, original:
             "'after' hash; reversing it would not give the RECORD content)")
 
 
-def _detail(ctx: KindContext, patch: FilePatch, analysis: FileAnalysis, current: bytes | None,
+def _detail(site: ArtifactSite, patch: FilePatch, analysis: FileAnalysis, current: bytes | None,
             desired: Content) -> str:
     text = analysis.summary()
-    hashes = ctx.variant.sha256.get(patch.path)
+    hashes = site.variant.sha256.get(patch.path)
     if hashes and analysis.state is FileState.PRISTINE and desired.known and hashes.after:
         produced = sha256_bytes(desired.data) if desired.data is not None else None
         if current is not None and sha256_bytes(current) in hashes.before and \

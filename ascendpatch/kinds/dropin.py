@@ -9,23 +9,23 @@ from __future__ import annotations
 
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import UNKNOWN, Content, FilePlan, FileStatus, KindContext
+from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding, FileStatus
 
 
-def _single_target(ctx: KindContext) -> str:
-    if len(ctx.variant.targets) != 1:
-        raise InvalidInputError(f"artifact {ctx.artifact.id}: kind {ctx.artifact.kind} needs "
-                                f"exactly one target (has {len(ctx.variant.targets)})")
-    return ctx.variant.targets[0]
+def _single_target(site: ArtifactSite) -> str:
+    if len(site.variant.targets) != 1:
+        raise InvalidInputError(f"artifact {site.artifact.id}: kind {site.artifact.kind} needs "
+                                f"exactly one target (has {len(site.variant.targets)})")
+    return site.variant.targets[0]
 
 
-def read_source(ctx: KindContext) -> bytes:
-    if ctx.source is None:
-        raise InvalidInputError(f"artifact {ctx.artifact.id}: needs a source file")
+def read_source(site: ArtifactSite) -> bytes:
+    if site.source is None:
+        raise InvalidInputError(f"artifact {site.artifact.id}: needs a source file")
     try:
-        return ctx.source.read_bytes()
+        return site.source.read_bytes()
     except OSError as exc:
-        raise InvalidInputError(f"artifact {ctx.artifact.id}: source {ctx.source} cannot be "
+        raise InvalidInputError(f"artifact {site.artifact.id}: source {site.source} cannot be "
                                 f"read ({exc})") from None
 
 
@@ -34,30 +34,30 @@ class DropinKind:
     needs_distribution = True
     independent_files = False
 
-    def prepare(self, ctx: KindContext) -> None:
-        ctx.path(_single_target(ctx))
-        read_source(ctx)
+    def prepare(self, site: ArtifactSite) -> None:
+        site.path(_single_target(site))
+        read_source(site)
 
-    def inspect(self, ctx: KindContext) -> list[FilePlan]:
-        rel = _single_target(ctx)
-        path, current = ctx.read(rel)
-        new = read_source(ctx)
-        hashes = ctx.variant.sha256.get(rel)
+    def inspect(self, site: ArtifactSite) -> list[FileFinding]:
+        rel = _single_target(site)
+        path, current = site.read(rel)
+        new = read_source(site)
+        hashes = site.variant.sha256.get(rel)
         originals = set(hashes.before if hashes else ())
-        record = ctx.record_sha256(rel)
+        record = site.record_sha256(rel)
         if record:
             originals.add(record)
         if current is None:
-            return [FilePlan(rel, path, FileStatus.CONFLICT, None, Content(new), UNKNOWN,
+            return [FileFinding(rel, path, FileStatus.CONFLICT, None, Content(new), UNKNOWN,
                              f"{rel}: missing (the file this drop-in replaces is not installed)",
                              forceable=True)]
         digest = sha256_bytes(current)
         if current == new:
-            return [FilePlan(rel, path, FileStatus.APPLIED, current, Content(new), UNKNOWN,
+            return [FileFinding(rel, path, FileStatus.APPLIED, current, Content(new), UNKNOWN,
                              f"{rel}: drop-in installed")]
         if digest in originals:
-            return [FilePlan(rel, path, FileStatus.PRISTINE, current, Content(new),
+            return [FileFinding(rel, path, FileStatus.PRISTINE, current, Content(new),
                              Content(current), f"{rel}: known original ({digest[:12]})")]
-        return [FilePlan(rel, path, FileStatus.CONFLICT, current, Content(new), Content(current),
+        return [FileFinding(rel, path, FileStatus.CONFLICT, current, Content(new), Content(current),
                          f"{rel}: unrecognised content (sha256 {digest[:12]}…, not a known "
                          f"original)", forceable=True)]

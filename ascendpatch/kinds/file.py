@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ascendpatch.kinds.base import Content, FilePlan, FileStatus, KindContext
+from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, FileStatus
 from ascendpatch.kinds.dropin import _single_target, read_source
 
 
@@ -11,19 +11,19 @@ class FileKind:
     needs_distribution = True
     independent_files = False
 
-    def prepare(self, ctx: KindContext) -> None:
-        ctx.path(_single_target(ctx))
-        read_source(ctx)
+    def prepare(self, site: ArtifactSite) -> None:
+        site.path(_single_target(site))
+        read_source(site)
 
-    def inspect(self, ctx: KindContext) -> list[FilePlan]:
-        rel = _single_target(ctx)
-        path, current = ctx.read(rel)
-        new = read_source(ctx)
+    def inspect(self, site: ArtifactSite) -> list[FileFinding]:
+        rel = _single_target(site)
+        path, current = site.read(rel)
+        new = read_source(site)
         if current is None:
-            return [FilePlan(rel, path, FileStatus.PRISTINE, None, Content(new), Content(None),
+            return [FileFinding(rel, path, FileStatus.PRISTINE, None, Content(new), Content(None),
                              f"{rel}: missing, will be created")]
         if current == new:
-            return [FilePlan(rel, path, FileStatus.APPLIED, current, Content(new), Content(None),
+            return [FileFinding(rel, path, FileStatus.APPLIED, current, Content(new), Content(None),
                              f"{rel}: present with the expected content")]
-        return [FilePlan(rel, path, FileStatus.CONFLICT, current, Content(new), Content(current),
+        return [FileFinding(rel, path, FileStatus.CONFLICT, current, Content(new), Content(current),
                          f"{rel}: exists with different content", forceable=True)]

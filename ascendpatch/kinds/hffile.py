@@ -21,7 +21,7 @@ from typing import Any
 
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import Content, FilePlan, FileStatus, KindContext
+from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, FileStatus
 
 _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 _NAME = re.compile(r"^[\w.-]+$")
@@ -37,26 +37,26 @@ def hub_cache(env: Mapping[str, str]) -> Path:
     return Path(cache) / "huggingface" / "hub"
 
 
-def _options(ctx: KindContext) -> tuple[list[str], str, bytes]:
-    options: dict[str, Any] = ctx.artifact.options
+def _options(site: ArtifactSite) -> tuple[list[str], str, bytes]:
+    options: dict[str, Any] = site.artifact.options
     repos = options.get("repos") or ["openai/whisper-large-v3"]
     filename = options.get("filename") or "processor_config.json"
     content = options.get("content", {"processor_class": "WhisperProcessor"})
     bad = [r for r in repos if not isinstance(r, str) or not _REPO.match(r)]
     if bad or not isinstance(filename, str) or not _NAME.match(filename):
-        raise InvalidInputError(f"artifact {ctx.artifact.id}: options.repos must be 'org/name' "
+        raise InvalidInputError(f"artifact {site.artifact.id}: options.repos must be 'org/name' "
                                 f"ids and options.filename a plain file name")
     data = content.encode() if isinstance(content, str) else (
         json.dumps(content, indent=2) + "\n").encode()
     return repos, filename, data
 
 
-def _rel(ctx: KindContext, path: Path) -> str:
-    return path.relative_to(ctx.root).as_posix()
+def _rel(site: ArtifactSite, path: Path) -> str:
+    return path.relative_to(site.root).as_posix()
 
 
-def _snapshot_plans(ctx: KindContext, repo_dir: Path, snap: Path, filename: str,
-                    data: bytes) -> list[FilePlan]:
+def _snapshot_plans(site: ArtifactSite, repo_dir: Path, snap: Path, filename: str,
+                    data: bytes) -> list[FileFinding]:
     plans = []
     target = snap / filename
     blob = repo_dir / "blobs" / sha256_bytes(data)
@@ -64,25 +64,25 @@ def _snapshot_plans(ctx: KindContext, repo_dir: Path, snap: Path, filename: str,
     if target.is_symlink() or target.exists():
         current = target.read_bytes() if target.exists() else None
         if current == data:  # ours (or identical): revert removes it
-            plans.append(FilePlan(_rel(ctx, target), target, FileStatus.APPLIED, current,
+            plans.append(FileFinding(_rel(site, target), target, FileStatus.APPLIED, current,
                                   Content(data), Content(None), f"{target}: present"))
     elif uses_links:
         blob_now = blob.read_bytes() if blob.exists() else None
         if blob_now is None or blob_now == data:
             state = FileStatus.APPLIED if blob_now == data else FileStatus.PRISTINE
-            plans.append(FilePlan(_rel(ctx, blob), blob, state, blob_now, Content(data),
+            plans.append(FileFinding(_rel(site, blob), blob, state, blob_now, Content(data),
                                   Content(None), f"{blob}: blob"))
         link = os.path.relpath(blob, snap)
-        plans.append(FilePlan(_rel(ctx, target), target, FileStatus.PRISTINE, None,
+        plans.append(FileFinding(_rel(site, target), target, FileStatus.PRISTINE, None,
                               Content(data, link=link), Content(None),
                               f"{target}: missing; will link to {link}"))
     else:
-        plans.append(FilePlan(_rel(ctx, target), target, FileStatus.PRISTINE, None,
+        plans.append(FileFinding(_rel(site, target), target, FileStatus.PRISTINE, None,
                               Content(data), Content(None), f"{target}: missing"))
     marker = repo_dir / ".no_exist" / snap.name / filename
     if marker.exists():
         current = marker.read_bytes()
-        plans.append(FilePlan(_rel(ctx, marker), marker, FileStatus.PRISTINE, current,
+        plans.append(FileFinding(_rel(site, marker), marker, FileStatus.PRISTINE, current,
                               Content(None), Content(current),
                               f"{marker}: stale 'does not exist' marker, will be removed"))
     return plans
@@ -96,25 +96,25 @@ class HfFileKind:
     def root_for(self, env: Mapping[str, str]) -> Path:
         return hub_cache(env)
 
-    def prepare(self, ctx: KindContext) -> None:
-        _options(ctx)
+    def prepare(self, site: ArtifactSite) -> None:
+        _options(site)
 
-    def nothing_to_do(self, ctx: KindContext) -> str:
-        repos, filename, _data = _options(ctx)
+    def nothing_to_do(self, site: ArtifactSite) -> str:
+        repos, filename, _data = _options(site)
         cached = [r for r in repos
-                  if (ctx.root / ("models--" + r.replace("/", "--")) / "snapshots").is_dir()]
+                  if (site.root / ("models--" + r.replace("/", "--")) / "snapshots").is_dir()]
         if not cached:
-            return f"no cached snapshot of {', '.join(repos)} under {ctx.root}"
+            return f"no cached snapshot of {', '.join(repos)} under {site.root}"
         return f"every cached snapshot of {', '.join(cached)} already has {filename}"
 
-    def inspect(self, ctx: KindContext) -> list[FilePlan]:
-        repos, filename, data = _options(ctx)
-        plans: dict[Path, FilePlan] = {}
+    def inspect(self, site: ArtifactSite) -> list[FileFinding]:
+        repos, filename, data = _options(site)
+        plans: dict[Path, FileFinding] = {}
         for repo in repos:
-            repo_dir = ctx.root / ("models--" + repo.replace("/", "--"))
+            repo_dir = site.root / ("models--" + repo.replace("/", "--"))
             snapshots = repo_dir / "snapshots"
             for snap in sorted(snapshots.iterdir()) if snapshots.is_dir() else []:
-                ctx.path(_rel(ctx, snap))  # the path guard: no symlinked escape
-                for plan in _snapshot_plans(ctx, repo_dir, snap, filename, data):
+                site.path(_rel(site, snap))  # the path guard: no symlinked escape
+                for plan in _snapshot_plans(site, repo_dir, snap, filename, data):
                     plans.setdefault(plan.path, plan)  # a blob shared by snapshots: once
         return list(plans.values())

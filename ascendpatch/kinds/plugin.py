@@ -20,7 +20,7 @@ from typing import Any
 
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.hashing import record_text
-from ascendpatch.kinds.base import Content, FilePlan, FileStatus, KindContext
+from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, FileStatus
 from ascendpatch.kinds.dropin import read_source
 
 PLUGIN_GROUP = "vllm.general_plugins"
@@ -84,33 +84,33 @@ def plugin_targets(options: dict[str, Any], module: str) -> dict[str, str]:
     return {arch: f"{module}:{classes.get(arch, arch)}" for arch in archs}
 
 
-def plugin_layout(ctx: KindContext) -> dict[str, bytes]:
+def plugin_layout(site: ArtifactSite) -> dict[str, bytes]:
     """Every file of the plugin distribution, relative to site-packages, with its content."""
-    options: dict[str, Any] = ctx.artifact.options
+    options: dict[str, Any] = site.artifact.options
     archs = options.get("architectures") or []
     if not archs or not all(isinstance(a, str) for a in archs):
-        raise InvalidInputError(f"artifact {ctx.artifact.id}: kind plugin needs "
+        raise InvalidInputError(f"artifact {site.artifact.id}: kind plugin needs "
                                 "options.architectures (a list of names)")
-    assert ctx.source is not None
-    module = plugin_module(options, ctx.source)
+    assert site.source is not None
+    module = plugin_module(options, site.source)
     if not _MODULE.match(module):
-        raise InvalidInputError(f"artifact {ctx.artifact.id}: options.module {module!r} is not "
+        raise InvalidInputError(f"artifact {site.artifact.id}: options.module {module!r} is not "
                                 "a Python module name")
-    targets = plugin_targets(ctx.artifact.options, module)
-    name = slug(ctx.artifact.id)
+    targets = plugin_targets(site.artifact.options, module)
+    name = slug(site.artifact.id)
     dist_info = f"ascendpatch_plugin_{name}-1.0.dist-info"
     files = {
-        f"{module}.py": read_source(ctx),
-        f"ascendpatch_plugin_{name}.py": REGISTER.format(aid=ctx.artifact.id,
+        f"{module}.py": read_source(site),
+        f"ascendpatch_plugin_{name}.py": REGISTER.format(aid=site.artifact.id,
                                                          archs=targets).encode(),
         f"{dist_info}/METADATA": (
             "Metadata-Version: 2.1\n"
             f"Name: ascendpatch-plugin-{name.replace('_', '-')}\nVersion: 1.0\n"
             f"Summary: vLLM plugin for {', '.join(archs)} (ascendpatch artifact "
-            f"{ctx.artifact.id})\n").encode(),
+            f"{site.artifact.id})\n").encode(),
         f"{dist_info}/INSTALLER": b"ascendpatch\n",
         f"{dist_info}/entry_points.txt": (
-            f"[{PLUGIN_GROUP}]\n{ctx.artifact.id} = ascendpatch_plugin_{name}:register\n"
+            f"[{PLUGIN_GROUP}]\n{site.artifact.id} = ascendpatch_plugin_{name}:register\n"
         ).encode(),
     }
     files[f"{dist_info}/RECORD"] = record_text(files, f"{dist_info}/RECORD").encode()
@@ -122,20 +122,20 @@ class PluginKind:
     needs_distribution = True  # vllm: the plugin is only meaningful next to it
     independent_files = False
 
-    def prepare(self, ctx: KindContext) -> None:
-        for rel in plugin_layout(ctx):
-            ctx.path(rel)
+    def prepare(self, site: ArtifactSite) -> None:
+        for rel in plugin_layout(site):
+            site.path(rel)
 
-    def inspect(self, ctx: KindContext) -> list[FilePlan]:
+    def inspect(self, site: ArtifactSite) -> list[FileFinding]:
         plans = []
-        for rel, data in plugin_layout(ctx).items():
-            path, current = ctx.read(rel)
+        for rel, data in plugin_layout(site).items():
+            path, current = site.read(rel)
             if current is None:
                 state, detail = FileStatus.PRISTINE, f"{rel}: to be installed"
             elif current == data:
                 state, detail = FileStatus.APPLIED, f"{rel}: installed"
             else:
                 state, detail = FileStatus.CONFLICT, f"{rel}: exists with other content"
-            plans.append(FilePlan(rel, path, state, current, Content(data), Content(None),
-                                  detail, forceable=True, prune_to=ctx.root))
+            plans.append(FileFinding(rel, path, state, current, Content(data), Content(None),
+                                  detail, forceable=True, prune_to=site.root))
         return plans

@@ -109,7 +109,7 @@ def fault(exc: OSError, root: Path, *, changed: bool, journal: Path | None = Non
                            fix=FAULTS[exc.errno].format(root=root))
 
 
-class StateStore:
+class LedgerStore:
     def __init__(self, root: Path, extra_roots: Sequence[Path] = ()) -> None:
         self.root = root
         self.dir = root / STATE_DIR
