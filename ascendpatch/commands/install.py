@@ -19,7 +19,6 @@ from packaging.utils import canonicalize_name
 
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.commands.lock import conflict_lines
 from ascendpatch.env import installplan, pipadapter, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, Source
 from ascendpatch.env.target import Target, from_python
@@ -100,7 +99,7 @@ def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Sou
         found = stackcheck.conflicts(ctx.manifest, target, source, only=due) if due else []
         if found:
             command = "install --dry-run" if dry_run else "install"
-            return CommandResult(command, tuple(conflict_lines(
+            return CommandResult(command, tuple(stackcheck.conflict_results(
                 found, "install", "nothing was changed")))
     with locked(ctx) as session, tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "protected-constraints.txt"

@@ -72,7 +72,8 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
                                 fix="lock a stack manifest (ascendpatch manifests)")
     found = stackcheck.conflicts(ctx.manifest, target, source)
     if found:
-        return CommandResult("lock", tuple(conflict_lines(found, "lock", "nothing was locked")))
+        return CommandResult("lock", tuple(stackcheck.conflict_results(found, "lock",
+                                                                       "nothing was locked")))
     compile_bin = piptools_venv(target.python, target.python_version, source)
     unsafe = [*DEFAULT_UNSAFE, *sorted({canonicalize_name(p) for p in ctx.manifest.protected})]
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,15 +110,6 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
                          payload=header + text if to_stdout else None)
 
 
-def conflict_lines(found: list[stackcheck.Conflict], check: str, outcome: str) \
-        -> list[CheckResult]:
-    return [CheckResult(f"conflict:{c.package}", check, Level.FAIL,
-                        f"conflict: {c.describe()}; no release of {c.package} on the index "
-                        f"satisfies {'both' if len(c.needs) == 2 else 'them all'}; {outcome}; "
-                        f"fix: {stackcheck.advice(c)}",
-                        data={"package": c.package,
-                              "needs": [{"by": who, "specifier": spec} for who, spec in c.needs]})
-            for c in found]
 
 
 def from_args(args: Namespace) -> CommandResult:

@@ -89,10 +89,6 @@ def _lines(name: str, result: Triage, rules: list[Rule], required: set[str],
     return out
 
 
-def manifest_tp_size(manifest: Manifest) -> int:
-    return int(manifest.launch.get("tensor_parallel_size") or 1)
-
-
 def _active(manifest: Manifest, enabled_extra: tuple[str, ...]) -> list[Artifact]:
     from ascendpatch.planner import select
 
@@ -133,7 +129,7 @@ def run(manifest: Manifest, paths: list[Path], enabled_extra: tuple[str, ...] = 
         result = triager.result
         # a file name is anyone's choice on a shared host (logs *.log): shown escaped
         results += _lines(printable(str(path)), result, rules, required,
-                          result.tp_size or manifest_tp_size(manifest), expected)
+                          result.tp_size or manifest.tp_size, expected)
     faults = sum(1 for r in results if r.level is Level.FAIL)
     summary = (f"logs: {faults} fault(s) or missing marker(s)" if faults else
                "logs: no known fault; markers present")

@@ -10,7 +10,6 @@ from pathlib import Path
 from ascendpatch import progress
 from ascendpatch.commands import context, sandbox
 from ascendpatch.commands.context import Context
-from ascendpatch.commands.logs import manifest_tp_size
 from ascendpatch.engine import status_of
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.checks import cann, deps, envvars, pins, plugins, probes, smoothquant
@@ -84,7 +83,7 @@ def _model_checks(ctx: Context, applied: set[str], npu_stack: bool,
         except OSError as exc:
             raise InvalidInputError(f"--serve-log {serve_log} cannot be read ({exc})") from None
         if any(a.id in applied for a in smooth):
-            results.append(smoothquant.check_serve_log(text, manifest_tp_size(manifest)))
+            results.append(smoothquant.check_serve_log(text, manifest.tp_size))
     return results
 
 

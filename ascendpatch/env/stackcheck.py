@@ -27,6 +27,7 @@ from ascendpatch.env.pipadapter import PipError, Source
 from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Target
 from ascendpatch.manifest.model import Manifest
+from ascendpatch.results import CheckResult, Level
 from ascendpatch.store import atomic
 
 MANIFEST = "the manifest"
@@ -192,3 +193,13 @@ def advice(conflict: Conflict) -> str:
                 f"reports what it leaves unmet)")
     return f"change the manifest's pin of {conflict.package} to what {parties[0]} accepts" \
         if parties else f"fix the manifest's pins of {conflict.package}"
+
+def conflict_results(found: list[Conflict], check: str, outcome: str) \
+        -> list[CheckResult]:
+    return [CheckResult(f"conflict:{c.package}", check, Level.FAIL,
+                        f"conflict: {c.describe()}; no release of {c.package} on the index "
+                        f"satisfies {'both' if len(c.needs) == 2 else 'them all'}; {outcome}; "
+                        f"fix: {advice(c)}",
+                        data={"package": c.package,
+                              "needs": [{"by": who, "specifier": spec} for who, spec in c.needs]})
+            for c in found]

@@ -95,6 +95,11 @@ class Manifest:
     extends: tuple[str, ...] = ()
     log_rules: tuple[dict[str, Any], ...] = ()  # extra `ascendpatch logs` rules
 
+    @property
+    def tp_size(self) -> int:
+        """The tensor-parallel size the manifest launches with (1 when it names none)."""
+        return int(self.launch.get("tensor_parallel_size") or 1)
+
     def artifact(self, artifact_id: str) -> Artifact | None:
         for artifact in self.artifacts:
             if artifact.id == artifact_id:
