@@ -27,12 +27,7 @@ from ascendpatch.env.target import from_python
 from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.results import CheckResult, CommandResult, Level
 
-MARKER = "ascendpatch-sandbox.json"
 DEFAULT_VERSION = "0.18.0"  # an affected final release: the catalog's fix applies
-
-
-def is_sandbox(prefix: str | None) -> bool:
-    return prefix is not None and (Path(prefix) / MARKER).is_file()
 
 
 def _wheel(version: str, source: Source) -> Path:
@@ -105,7 +100,8 @@ def _build(folder: Path, python: Path, wheel: Path, version: str) -> dict[str, A
            "standins": [f"{n}=={v}" for n, v in made_standins],
            "note": "simulated NPU stack: stand-ins are metadata (and tiny torch / torch_npu "
                    "modules) only; nothing here runs on an NPU"}
-    (folder / MARKER).write_text(json.dumps(doc, indent=1) + "\n")  # last: marks it complete
+    # last: the marker says the sandbox is complete
+    (folder / standins.SANDBOX_MARKER).write_text(json.dumps(doc, indent=1) + "\n")
     return doc
 
 
@@ -126,7 +122,7 @@ def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
     if folder.exists() and not folder.is_dir():
         raise InvalidInputError(f"sandbox {folder} is a file, not a folder",
                                 fix="give a new or empty folder")
-    marker = folder / MARKER
+    marker = folder / standins.SANDBOX_MARKER
     python = folder / "bin" / "python"
     _check_version(version)
     if marker.is_file():

@@ -8,9 +8,10 @@ from argparse import Namespace
 from pathlib import Path
 
 from ascendpatch import progress
-from ascendpatch.commands import context, sandbox
+from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
+from ascendpatch.env import standins
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.checks import cann, deps, envvars, pins, plugins, probes, smoothquant
 from ascendpatch.planner import evaluate, prepare, select
@@ -49,7 +50,7 @@ def _artifacts(ctx: Context) -> tuple[list[CheckResult], set[str]]:
 def _host_checks(ctx: Context, applied: set[str], no_probes: bool,
                  probe_timeout: float, device: bool = False) -> list[CheckResult]:
     results: list[CheckResult] = []
-    if sandbox.is_sandbox(ctx.target.prefix):
+    if standins.is_sandbox(ctx.target.prefix):
         results.append(CheckResult("cann", "cann", Level.SKIP,
                                    "sandbox (simulated NPU stack): there is no CANN / ATB "
                                    "environment to check on this host"))
@@ -104,13 +105,13 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
     else:
         results += _host_checks(ctx, applied, no_probes, probe_timeout, device)
     npu_stack = any(r.id == "probe:import" and r.level is Level.OK for r in results) and \
-        not sandbox.is_sandbox(target.prefix)
+        not standins.is_sandbox(target.prefix)
     results += _model_checks(ctx, applied, npu_stack, serve_log)
     in_play = [a for a in manifest.artifacts if a.enabled or a.id in ctx.enabled_extra
                or a.id in applied]
     results += envvars.required(in_play, env) if has_python else []
     failed = sum(1 for r in results if r.level is Level.FAIL)
-    simulated = " (sandbox: the NPU stack is simulated)" if sandbox.is_sandbox(target.prefix) \
+    simulated = " (sandbox: the NPU stack is simulated)" if standins.is_sandbox(target.prefix) \
         else ""
     summary = (f"verify: {failed} problem(s) on {target.describe()}{simulated}" if failed else
                f"verify: {target.describe()} is in the state manifest {manifest.name} "

@@ -21,12 +21,19 @@ from ascendpatch.hashing import record_text
 
 INSTALLER = "ascendpatch stand-in (simulated)"
 SUMMARY = "ascendpatch stand-in (simulated): NOT the real package, metadata only"
+# Written last into a sandbox's prefix by `ascendpatch sandbox`: its presence marks a complete
+# sandbox, an environment whose NPU stack is simulated by these stand-ins.
+SANDBOX_MARKER = "ascendpatch-sandbox.json"
+
+
+def is_sandbox(prefix: str | None) -> bool:
+    return prefix is not None and (Path(prefix) / SANDBOX_MARKER).is_file()
+
 
 TORCH_MODULE = '''"""STAND-IN torch written by ascendpatch (simulated): NOT PyTorch.
 
 It only offers ``torch.ops.<namespace>`` so that operator probes can run without an NPU.
 """
-
 
 class _Namespace:
     pass

@@ -1,0 +1,88 @@
+"""The package's layout is its design: these rules keep the layers apart.
+
+- The shell (cli, cliargs, output, completion, __main__, commands/) sits on top: no core module
+  imports it, so core code can never print or parse arguments.
+- A command module uses the core and ``commands.context``, never another verb's internals.
+- rich is imported by the renderer only.
+- The README's Layout section names every package and every top-level module, and nothing else.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ascendpatch"
+SHELL = {"ascendpatch.cli", "ascendpatch.cliargs", "ascendpatch.output", "ascendpatch.completion",
+         "ascendpatch.__main__"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ascendpatch module the file imports, at any depth (lazy imports count)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] in {"ascendpatch", "rich"}}
+
+
+def _modules() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_shell(name: str) -> bool:
+    return name in SHELL or name == "ascendpatch.commands" or \
+        name.startswith("ascendpatch.commands.")
+
+
+def test_core_never_imports_the_shell() -> None:
+    offenders = {name: sorted(n for n in imports if _is_shell(n))
+                 for name, imports in _modules().items() if not _is_shell(name)}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_a_command_never_imports_another_command() -> None:
+    allowed = {"ascendpatch.commands", "ascendpatch.commands.context"}
+    offenders = {}
+    for name, imports in _modules().items():
+        if name.startswith("ascendpatch.commands."):
+            others = sorted(n for n in imports if n.startswith("ascendpatch.commands.")
+                            and n not in allowed and not n.startswith(f"{name}.")
+                            and not n.startswith("ascendpatch.commands.context."))
+            if others:
+                offenders[name] = others
+    assert offenders == {}
+
+
+def test_only_the_renderer_imports_rich() -> None:
+    users = sorted(name for name, imports in _modules().items()
+                   if any(n == "rich" or n.startswith("rich.") for n in imports))
+    assert users == ["ascendpatch.output"]
+
+
+def _readme_layout() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout\n", 1)[1]
+    return section.split("```text\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_layout_names_every_package_and_top_level_module() -> None:
+    named = set(re.findall(r"(?<![\w/.*])([a-z_]+(?:/|\.py))(?!\w)", _readme_layout()))
+    packages = {p.name + "/" for p in PACKAGE.rglob("*") if (p / "__init__.py").is_file()}
+    modules = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    missing = sorted((packages | modules) - named)
+    assert missing == [], f"README's Layout section does not name {missing}"
+    everything = {p.name + ("/" if p.is_dir() else "") for p in ROOT.rglob("*")
+                  if ".git" not in p.parts}
+    unknown = sorted(named - everything)
+    assert unknown == [], f"README's Layout section names {unknown}, which do not exist"
