@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
 from ascendpatch.kinds import KINDS
-from ascendpatch.kinds.base import FileFinding, FileStatus
+from ascendpatch.kinds.base import FileFinding
 from ascendpatch.planner import ArtifactPlan, evaluate
 from ascendpatch.results import ArtifactResult, FileResult, Level, Status
 from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
@@ -63,8 +64,8 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
     """The failure result when ``plan`` cannot be applied as it stands, else None."""
     title, aid = plan.artifact.title, plan.artifact.id
     state = plan.state
-    if state is FileStatus.CONFLICT:
-        conflicts = [f for f in plan.files if f.state is FileStatus.CONFLICT]
+    if state is FileState.CONFLICT:
+        conflicts = [f for f in plan.files if f.state is FileState.CONFLICT]
         if force and all(f.forceable and f.desired.known for f in conflicts):
             return None
         hint = ("--force overwrites it (a backup is kept)" if all(f.forceable for f in conflicts)
@@ -75,7 +76,7 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
                        f"{title}: conflict in {names}; fix: {hint}",
                        files=_file_results(plan.files), details=_details(plan))
     completable = KINDS[plan.artifact.kind].independent_files
-    if state is FileStatus.PARTIAL and not force and not completable:
+    if state is FileState.PARTIAL and not force and not completable:
         return _result(plan, Status.PARTIAL, Level.FAIL,
                        f"{title}: partially applied; fix: 'ascendpatch revert {aid}' then "
                        f"'ascendpatch apply {aid}', or 'ascendpatch apply --force {aid}' to "
@@ -86,7 +87,7 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
 def unified_diff(plan: ArtifactPlan) -> str:
     chunks: list[str] = []
     for fp in plan.files:
-        if fp.state is FileStatus.APPLIED or not fp.desired.known:
+        if fp.state is FileState.APPLIED or not fp.desired.known:
             continue
         old = (fp.current or b"").decode("utf-8", "replace").splitlines(keepends=True)
         new = (fp.desired.data or b"").decode("utf-8", "replace").splitlines(keepends=True)
@@ -153,13 +154,13 @@ def apply_artifact(plan: ArtifactPlan, store: LedgerStore, *, force: bool, dry_r
     if empty is not None:
         return empty
     title = plan.artifact.title
-    if plan.state is FileStatus.APPLIED:
+    if plan.state is FileState.APPLIED:
         return _result(plan, Status.ALREADY_APPLIED, Level.OK, f"{title} already applied",
                        files=_file_results(plan.files))
     failure = blocked(plan, force)
     if failure is not None:
         return failure
-    pending = [f for f in plan.files if f.state is not FileStatus.APPLIED]
+    pending = [f for f in plan.files if f.state is not FileState.APPLIED]
     after = {f.rel: f.desired.data for f in pending}
     if dry_run:
         return _result(plan, Status.NOT_APPLIED, Level.WARN, f"{title}: would be applied",
@@ -201,7 +202,7 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
         current = new.current if new else (old.path.read_bytes() if old.path.is_file() else None)
         state = new.state.value if new else ("removed" if current is None else "applied")
         files.append(FileResult(old.rel, state, _sha(old.current), _sha(current)))
-    if verb == "applied" and fresh.state in (FileStatus.APPLIED, None):
+    if verb == "applied" and fresh.state in (FileState.APPLIED, None):
         return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=tuple(files))
     if verb == "reverted":
         return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=tuple(files))
@@ -211,7 +212,7 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
                    details=_details(fresh))
 
 
-def _word(state: FileStatus | None) -> str:
+def _word(state: FileState | None) -> str:
     """A state as users read it ("pristine"), never an enum's repr."""
     return "without files" if state is None else state.value
 
@@ -252,7 +253,7 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
     extra = _ledger_only(plan, store, records)
     restores: list[_Restore] = []
     for fp in plan.files:
-        if fp.state is FileStatus.PRISTINE:
+        if fp.state is FileState.PRISTINE:
             continue
         data = _original(fp, records.get(store.rel(fp.path)), store)
         if data is None:
@@ -289,15 +290,15 @@ def _original(fp: FileFinding, record: LedgerFile | None, store: LedgerStore) \
         backup = store.read_backup(record.backup)
         if backup is not None:
             return (backup,)
-    if fp.state is not FileStatus.CONFLICT and fp.original.known and fp.revert_refusal is None:
+    if fp.state is not FileState.CONFLICT and fp.original.known and fp.revert_refusal is None:
         return (fp.original.data,)
     return None
 
 
 def _why_not(fp: FileFinding) -> str:
-    if fp.revert_refusal is not None and fp.state is not FileStatus.CONFLICT:
+    if fp.revert_refusal is not None and fp.state is not FileState.CONFLICT:
         return fp.revert_refusal
-    if fp.state is FileStatus.CONFLICT:
+    if fp.state is FileState.CONFLICT:
         return "it was changed after ascendpatch wrote it (unrecognised content)"
     return "its backup is gone and the original cannot be reconstructed from the patch"
 
@@ -314,9 +315,9 @@ def status_of(plan: ArtifactPlan, ledger: Ledger, store: LedgerStore) -> Artifac
     title, aid = plan.artifact.title, plan.artifact.id
     files = _file_results(plan.files)
     state = plan.state
-    if state is FileStatus.APPLIED:
+    if state is FileState.APPLIED:
         return _result(plan, Status.ALREADY_APPLIED, Level.OK, f"{title} applied", files=files)
-    if state is FileStatus.PRISTINE:
+    if state is FileState.PRISTINE:
         if aid in ledger:  # applied once; the files are back to their originals
             dist = plan.context.dist.name if plan.context and plan.context.dist else "the package"
             return _result(plan, Status.NOT_APPLIED, Level.WARN,

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.filestate import FileState
 from ascendpatch.kinds import KINDS, PLANNED_KINDS
-from ascendpatch.kinds.base import ArtifactSite, FileFinding, FileStatus
+from ascendpatch.kinds.base import ArtifactSite, FileFinding
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
@@ -32,18 +33,9 @@ class ArtifactPlan:
     files: tuple[FileFinding, ...] = ()
 
     @property
-    def state(self) -> FileStatus | None:
-        """Overall state: conflict > partial > mixed(=partial) > applied/pristine."""
-        states = {f.state for f in self.files}
-        if not states:
-            return None
-        if FileStatus.CONFLICT in states:
-            return FileStatus.CONFLICT
-        if states == {FileStatus.APPLIED}:
-            return FileStatus.APPLIED
-        if states == {FileStatus.PRISTINE}:
-            return FileStatus.PRISTINE
-        return FileStatus.PARTIAL
+    def state(self) -> FileState | None:
+        """The artifact's state, folded from its files' (None: it has no file)."""
+        return FileState.combine(f.state for f in self.files)
 
 
 def select(manifest: Manifest, ids: list[str], enabled_extra: tuple[str, ...] = ()) \

@@ -21,9 +21,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import (
     FilePatch,
-    FileState,
     analyze,
     apply_forward,
     apply_reverse,

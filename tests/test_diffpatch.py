@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ascendpatch.errors import PatchFormatError, UnsafePathError
+from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import (
     FilePatch,
-    FileState,
-    HunkState,
     analyze,
     apply_forward,
     apply_reverse,
@@ -61,7 +60,7 @@ def test_partial_within_one_file_names_the_hunks() -> None:
     half = ORIGINAL.replace("line 21\n", "LINE 21\n").encode()
     analysis = analyze(_patch(), half)
     assert analysis.state is FileState.PARTIAL
-    assert [h.state for h in analysis.hunks] == [HunkState.PRISTINE, HunkState.APPLIED]
+    assert [h.state for h in analysis.hunks] == [FileState.PRISTINE, FileState.APPLIED]
     assert "applied: hunks #2" in analysis.summary()
     assert "not applied: #1" in analysis.summary()
     completed = apply_forward(_patch(), half, analysis)
@@ -73,7 +72,7 @@ def test_conflict_names_the_hunk_and_shows_nearest_code() -> None:
     analysis = analyze(_patch(), drifted)
     assert analysis.state is FileState.CONFLICT
     bad = analysis.hunks[1]
-    assert bad.state is HunkState.CONFLICT and bad.index == 2
+    assert bad.state is FileState.CONFLICT and bad.index == 2
     assert "hunk #2 does not match" in analysis.summary()
     assert bad.nearest is not None and "line twenty-one" in bad.nearest
     assert "   21| line twenty-one" in bad.nearest  # 1-based line numbers of the file
@@ -89,7 +88,7 @@ def test_offset_is_found_exactly_and_reported() -> None:
 
 def test_no_fuzz_a_single_changed_context_line_is_a_conflict() -> None:
     drifted = ORIGINAL.replace("line 3\n", "line 3 \n").encode()
-    assert analyze(_patch(), drifted).hunks[0].state is HunkState.CONFLICT
+    assert analyze(_patch(), drifted).hunks[0].state is FileState.CONFLICT
 
 
 def test_crlf_file_stays_crlf() -> None:

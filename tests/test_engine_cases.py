@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.kinds.base import FileStatus
+from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import (
     FilePatch,
-    FileState,
-    HunkState,
     analyze,
     apply_forward,
     apply_reverse,
@@ -148,7 +146,7 @@ def test_a_hunk_whose_removed_lines_are_still_there_is_not_applied() -> None:
     lines = [f"line {i}\n" for i in range(1, 31)]
     lines[16:16] = ["line 20\n", "NEW 21\n", "line 22\n"]
     analysis = analyze(_one(TWO), "".join(lines).encode())
-    assert analysis.hunks[1].state is not HunkState.APPLIED
+    assert analysis.hunks[1].state is not FileState.APPLIED
     assert analysis.state is not FileState.APPLIED
 
 
@@ -221,8 +219,7 @@ def test_empty_new_file_is_created_like_git() -> None:
 
 
 def test_states_read_as_plain_words() -> None:
-    assert f"{FileStatus.PRISTINE}" == "pristine"
-    assert f"{FileState.PARTIAL} {HunkState.APPLIED}" == "partial applied"
+    assert f"{FileState.PARTIAL} {FileState.APPLIED}" == "partial applied"
 
 
 # --------------------------------------------------------------- through the CLI: 2, 6, 7

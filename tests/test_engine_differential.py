@@ -26,10 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import (
     FilePatch,
-    FileState,
-    HunkState,
     analyze,
     apply_forward,
     parse_patch,
@@ -150,7 +149,7 @@ def test_cpu_binding_hunks_agree_with_git(corpus: engine_corpus.Corpus, tmp_path
     lines = current.decode().splitlines()
     for hunk, report in zip(patch.hunks, analysis.hunks, strict=True):
         removed = [text for kind, text, _ in hunk.ops if kind == "-"]
-        if report.state is HunkState.APPLIED:
+        if report.state is FileState.APPLIED:
             assert not all(line in lines for line in removed) or not removed, hunk.header
     (raw,) = [p for p in corpus.patches if (p.form, p.old, p.path) == (form, "0.18.0", path)]
     git_ok, git_out = engine_corpus.GitApply(tmp_path / "w").run(raw, current)

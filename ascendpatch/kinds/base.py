@@ -9,7 +9,6 @@ it is in, what the file should hold once applied (``desired``) and what it held 
 
 from __future__ import annotations
 
-import enum
 import os
 import stat
 from dataclasses import dataclass, field
@@ -18,19 +17,10 @@ from typing import Protocol
 
 from ascendpatch.env.target import Distribution
 from ascendpatch.errors import RefusedError, UnsafePathError
+from ascendpatch.filestate import FileState
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import safe_join
 from ascendpatch.store.ledger import STATE_DIR
-
-
-class FileStatus(str, enum.Enum):
-    PRISTINE = "pristine"  # not applied; applying is safe
-    APPLIED = "applied"
-    PARTIAL = "partial"  # some hunks applied, some not
-    CONFLICT = "conflict"  # content ascendpatch does not recognise
-
-    def __str__(self) -> str:  # users read "pristine", never "FileStatus.PRISTINE"
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -50,7 +40,7 @@ UNKNOWN = Content(None, known=False)
 class FileFinding:
     rel: str  # relative to the distribution's location
     path: Path
-    state: FileStatus
+    state: FileState
     current: bytes | None
     desired: Content
     original: Content

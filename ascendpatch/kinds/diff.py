@@ -6,20 +6,17 @@ from functools import lru_cache
 from pathlib import Path
 
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding, FileStatus
+from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding
 from ascendpatch.patchfile.diffpatch import (
     FileAnalysis,
     FilePatch,
-    FileState,
     analyze,
     apply_forward,
     apply_reverse,
     parse_patch,
 )
-
-_STATUS = {FileState.PRISTINE: FileStatus.PRISTINE, FileState.APPLIED: FileStatus.APPLIED,
-           FileState.PARTIAL: FileStatus.PARTIAL, FileState.CONFLICT: FileStatus.CONFLICT}
 
 
 @lru_cache(maxsize=4096)  # a catalog's patches, parsed once per run
@@ -63,21 +60,21 @@ class DiffKind:
     def _plan(self, site: ArtifactSite, patch: FilePatch) -> FileFinding:
         path, current = site.read(patch.path)
         analysis = analyze(patch, current)
-        state = _STATUS[analysis.state]
+        state = analysis.state
         desired = original = UNKNOWN
-        if state in (FileStatus.PRISTINE, FileStatus.PARTIAL):
+        if state in (FileState.PRISTINE, FileState.PARTIAL):
             desired = Content(apply_forward(patch, current, analysis))
-        if state in (FileStatus.APPLIED, FileStatus.PARTIAL):
+        if state in (FileState.APPLIED, FileState.PARTIAL):
             original = Content(apply_reverse(patch, current, analysis))
-        if state is FileStatus.PRISTINE:
+        if state is FileState.PRISTINE:
             original = Content(current)
-        if state is FileStatus.APPLIED:
+        if state is FileState.APPLIED:
             desired = Content(current)
         if desired.known and patch.mode is not None and current is None:
             desired = Content(desired.data, mode=patch.mode)
         detail = _detail(site, patch, analysis, current, desired)
         refusal = _revert_refusal(site, patch.path, current, original) \
-            if state in (FileStatus.APPLIED, FileStatus.PARTIAL) else None
+            if state in (FileState.APPLIED, FileState.PARTIAL) else None
         return FileFinding(patch.path, path, state, current, desired, original, detail,
                         revert_refusal=refusal)
 

@@ -8,8 +8,9 @@ a *conflict* otherwise: only ``--force`` overwrites content ascendpatch does not
 from __future__ import annotations
 
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding, FileStatus
+from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding
 
 
 def _single_target(site: ArtifactSite) -> str:
@@ -48,16 +49,16 @@ class DropinKind:
         if record:
             originals.add(record)
         if current is None:
-            return [FileFinding(rel, path, FileStatus.CONFLICT, None, Content(new), UNKNOWN,
+            return [FileFinding(rel, path, FileState.CONFLICT, None, Content(new), UNKNOWN,
                              f"{rel}: missing (the file this drop-in replaces is not installed)",
                              forceable=True)]
         digest = sha256_bytes(current)
         if current == new:
-            return [FileFinding(rel, path, FileStatus.APPLIED, current, Content(new), UNKNOWN,
+            return [FileFinding(rel, path, FileState.APPLIED, current, Content(new), UNKNOWN,
                              f"{rel}: drop-in installed")]
         if digest in originals:
-            return [FileFinding(rel, path, FileStatus.PRISTINE, current, Content(new),
+            return [FileFinding(rel, path, FileState.PRISTINE, current, Content(new),
                              Content(current), f"{rel}: known original ({digest[:12]})")]
-        return [FileFinding(rel, path, FileStatus.CONFLICT, current, Content(new), Content(current),
+        return [FileFinding(rel, path, FileState.CONFLICT, current, Content(new), Content(current),
                          f"{rel}: unrecognised content (sha256 {digest[:12]}…, not a known "
                          f"original)", forceable=True)]

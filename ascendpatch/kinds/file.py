@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, FileStatus
+from ascendpatch.filestate import FileState
+from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding
 from ascendpatch.kinds.dropin import _single_target, read_source
 
 
@@ -20,10 +21,10 @@ class FileKind:
         path, current = site.read(rel)
         new = read_source(site)
         if current is None:
-            return [FileFinding(rel, path, FileStatus.PRISTINE, None, Content(new), Content(None),
+            return [FileFinding(rel, path, FileState.PRISTINE, None, Content(new), Content(None),
                              f"{rel}: missing, will be created")]
         if current == new:
-            return [FileFinding(rel, path, FileStatus.APPLIED, current, Content(new), Content(None),
+            return [FileFinding(rel, path, FileState.APPLIED, current, Content(new), Content(None),
                              f"{rel}: present with the expected content")]
-        return [FileFinding(rel, path, FileStatus.CONFLICT, current, Content(new), Content(current),
+        return [FileFinding(rel, path, FileState.CONFLICT, current, Content(new), Content(current),
                          f"{rel}: exists with different content", forceable=True)]

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, FileStatus
+from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding
 
 _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 _NAME = re.compile(r"^[\w.-]+$")
@@ -64,25 +65,25 @@ def _snapshot_plans(site: ArtifactSite, repo_dir: Path, snap: Path, filename: st
     if target.is_symlink() or target.exists():
         current = target.read_bytes() if target.exists() else None
         if current == data:  # ours (or identical): revert removes it
-            plans.append(FileFinding(_rel(site, target), target, FileStatus.APPLIED, current,
+            plans.append(FileFinding(_rel(site, target), target, FileState.APPLIED, current,
                                   Content(data), Content(None), f"{target}: present"))
     elif uses_links:
         blob_now = blob.read_bytes() if blob.exists() else None
         if blob_now is None or blob_now == data:
-            state = FileStatus.APPLIED if blob_now == data else FileStatus.PRISTINE
+            state = FileState.APPLIED if blob_now == data else FileState.PRISTINE
             plans.append(FileFinding(_rel(site, blob), blob, state, blob_now, Content(data),
                                   Content(None), f"{blob}: blob"))
         link = os.path.relpath(blob, snap)
-        plans.append(FileFinding(_rel(site, target), target, FileStatus.PRISTINE, None,
+        plans.append(FileFinding(_rel(site, target), target, FileState.PRISTINE, None,
                               Content(data, link=link), Content(None),
                               f"{target}: missing; will link to {link}"))
     else:
-        plans.append(FileFinding(_rel(site, target), target, FileStatus.PRISTINE, None,
+        plans.append(FileFinding(_rel(site, target), target, FileState.PRISTINE, None,
                               Content(data), Content(None), f"{target}: missing"))
     marker = repo_dir / ".no_exist" / snap.name / filename
     if marker.exists():
         current = marker.read_bytes()
-        plans.append(FileFinding(_rel(site, marker), marker, FileStatus.PRISTINE, current,
+        plans.append(FileFinding(_rel(site, marker), marker, FileState.PRISTINE, current,
                               Content(None), Content(current),
                               f"{marker}: stale 'does not exist' marker, will be removed"))
     return plans

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.filestate import FileState
 from ascendpatch.hashing import record_text
-from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, FileStatus
+from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding
 from ascendpatch.kinds.dropin import read_source
 
 PLUGIN_GROUP = "vllm.general_plugins"
@@ -131,11 +132,11 @@ class PluginKind:
         for rel, data in plugin_layout(site).items():
             path, current = site.read(rel)
             if current is None:
-                state, detail = FileStatus.PRISTINE, f"{rel}: to be installed"
+                state, detail = FileState.PRISTINE, f"{rel}: to be installed"
             elif current == data:
-                state, detail = FileStatus.APPLIED, f"{rel}: installed"
+                state, detail = FileState.APPLIED, f"{rel}: installed"
             else:
-                state, detail = FileStatus.CONFLICT, f"{rel}: exists with other content"
+                state, detail = FileState.CONFLICT, f"{rel}: exists with other content"
             plans.append(FileFinding(rel, path, state, current, Content(data), Content(None),
                                   detail, forceable=True, prune_to=site.root))
         return plans

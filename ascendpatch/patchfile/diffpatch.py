@@ -23,7 +23,6 @@ its added lines take the file's dominant ending.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,28 +31,10 @@ from io import StringIO
 from typing import Any
 
 from ascendpatch.errors import PatchFormatError
+from ascendpatch.filestate import FileState
 from ascendpatch.paths import check_relative
 
 DEV_NULL = "/dev/null"
-
-
-class HunkState(str, enum.Enum):
-    PRISTINE = "pristine"
-    APPLIED = "applied"
-    CONFLICT = "conflict"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class FileState(str, enum.Enum):
-    PRISTINE = "pristine"
-    APPLIED = "applied"
-    PARTIAL = "partial"
-    CONFLICT = "conflict"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -101,13 +82,13 @@ class FilePatch:
 @dataclass(frozen=True)
 class HunkReport:
     index: int
-    state: HunkState
+    state: FileState
     position: int | None  # 0-based line in the current file where the image was found
     offset: int  # found position minus expected position
     nearest: str | None = None  # for conflicts: the closest code, or the candidate lines
 
     def describe(self) -> str:
-        if self.state is HunkState.CONFLICT:
+        if self.state is FileState.CONFLICT:
             near = f"; nearest code:\n{self.nearest}" if self.nearest else ""
             return f"hunk #{self.index} does not match{near}"
         where = f" at offset {self.offset:+d} lines" if self.offset else ""
@@ -125,20 +106,20 @@ class FileAnalysis:
 
     def summary(self) -> str:
         if self.state is FileState.PARTIAL:
-            done = _indices(self.hunks, HunkState.APPLIED)
-            todo = _indices(self.hunks, HunkState.PRISTINE)
+            done = _indices(self.hunks, FileState.APPLIED)
+            todo = _indices(self.hunks, FileState.PRISTINE)
             return f"{self.path}: partially patched (applied: hunks {done}; not applied: {todo})"
         if self.state is FileState.CONFLICT:
             if self.reason:
                 return f"{self.path}: {self.reason}"
-            bad = [h for h in self.hunks if h.state is HunkState.CONFLICT]
+            bad = [h for h in self.hunks if h.state is FileState.CONFLICT]
             return f"{self.path}: " + "; ".join(h.describe() for h in bad)
         offsets = [h for h in self.hunks if h.offset]
         extra = ", ".join(h.describe() for h in offsets)
         return f"{self.path}: {self.state.value}" + (f" ({extra})" if extra else "")
 
 
-def _indices(hunks: Iterable[HunkReport], state: HunkState) -> str:
+def _indices(hunks: Iterable[HunkReport], state: FileState) -> str:
     return ", ".join(f"#{h.index}" for h in hunks if h.state is state) or "none"
 
 
@@ -451,7 +432,7 @@ def _core(image: _Image, hunks: Sequence[Hunk]) -> _Decision:
     return _Decision(state, fwd, rev)
 
 
-def _reports(hunks: Sequence[Hunk], placement: _Placement, state: HunkState) \
+def _reports(hunks: Sequence[Hunk], placement: _Placement, state: FileState) \
         -> tuple[HunkReport, ...]:
     return tuple(HunkReport(h.index, state, pos, off)
                  for h, pos, off in zip(hunks, placement.positions, placement.offsets, strict=True))
@@ -462,7 +443,7 @@ def analyze(patch: FilePatch, current: bytes | None) -> FileAnalysis:
     if patch.is_new or patch.is_deleted:
         return _analyze_whole(patch, current)
     if current is None:
-        missing = tuple(HunkReport(h.index, HunkState.CONFLICT, None, 0, "    (file is missing)")
+        missing = tuple(HunkReport(h.index, FileState.CONFLICT, None, 0, "    (file is missing)")
                         for h in patch.hunks)
         return FileAnalysis(patch.path, FileState.CONFLICT, missing)
     image = _Image.of(current, patch.exact_eol)
@@ -470,7 +451,7 @@ def analyze(patch: FilePatch, current: bytes | None) -> FileAnalysis:
     if decision.state is FileState.APPLIED:
         assert decision.reverse is not None and decision.reverse.result is not None
         return FileAnalysis(patch.path, FileState.APPLIED,
-                            _reports(patch.hunks, decision.reverse, HunkState.APPLIED),
+                            _reports(patch.hunks, decision.reverse, FileState.APPLIED),
                             forward=(current,), reverse=(decision.reverse.result.render(),))
     if decision.state is FileState.PRISTINE:
         assert decision.forward is not None and decision.forward.result is not None
@@ -478,7 +459,7 @@ def analyze(patch: FilePatch, current: bytes | None) -> FileAnalysis:
         if _core(after, patch.hunks).state is not FileState.APPLIED:
             return _ambiguous(patch, image, decision.forward)
         return FileAnalysis(patch.path, FileState.PRISTINE,
-                            _reports(patch.hunks, decision.forward, HunkState.PRISTINE),
+                            _reports(patch.hunks, decision.forward, FileState.PRISTINE),
                             forward=(after.render(),), reverse=(current,))
     return _per_hunk(patch, image, current)
 
@@ -494,7 +475,7 @@ def _ambiguous(patch: FilePatch, image: _Image, placement: _Placement) -> FileAn
             shown.append(f"hunk #{hunk.index} matches at line(s) {lines}" if lines else
                          f"hunk #{hunk.index} has no context and fits anywhere")
         listed = ", ".join(str(p + 1) for p in found[:8])
-        reports.append(HunkReport(hunk.index, HunkState.CONFLICT, pos, off,
+        reports.append(HunkReport(hunk.index, FileState.CONFLICT, pos, off,
                                   f"    candidate lines: {listed}" if listed else
                                   "    (no context: fits anywhere)"))
     where = "; ".join(shown) or "its own inserted lines would match again"
@@ -505,7 +486,7 @@ def _ambiguous(patch: FilePatch, image: _Image, placement: _Placement) -> FileAn
 
 def _per_hunk(patch: FilePatch, image: _Image, current: bytes) -> FileAnalysis:
     """Neither direction works as a whole: say, per hunk, what ``git apply`` would do."""
-    states: list[HunkState] = []
+    states: list[FileState] = []
     for hunk in patch.hunks:
         line_f, beg_f, end_f = _expected(hunk, True)
         line_r, beg_r, end_r = _expected(hunk, False)
@@ -514,27 +495,27 @@ def _per_hunk(patch: FilePatch, image: _Image, current: bytes) -> FileAnalysis:
         removes = any(kind == "-" for kind, _, _ in hunk.ops)
         if fwd is not None and rev is not None and not removes:
             nearer = abs(rev - line_r) <= abs(fwd - line_f) and hunk.post_keys
-            states.append(HunkState.APPLIED if nearer else HunkState.PRISTINE)
+            states.append(FileState.APPLIED if nearer else FileState.PRISTINE)
         elif fwd is not None and (hunk.pre_keys or rev is None):
-            states.append(HunkState.PRISTINE)
+            states.append(FileState.PRISTINE)
         elif rev is not None:
-            states.append(HunkState.APPLIED)
+            states.append(FileState.APPLIED)
         else:
-            states.append(HunkState.CONFLICT)
-    if HunkState.CONFLICT in states or len(set(states)) == 1:
+            states.append(FileState.CONFLICT)
+    if FileState.combine(states) is not FileState.PARTIAL:  # a conflict, or one direction
         return _conflict(patch, image, states, _placed_but_unproven(image, patch.hunks))
-    todo = [h for h, s in zip(patch.hunks, states, strict=True) if s is HunkState.PRISTINE]
-    done = [h for h, s in zip(patch.hunks, states, strict=True) if s is HunkState.APPLIED]
+    todo = [h for h, s in zip(patch.hunks, states, strict=True) if s is FileState.PRISTINE]
+    done = [h for h, s in zip(patch.hunks, states, strict=True) if s is FileState.APPLIED]
     completed = _place(image, todo, True)
     undone = _place(image, done, False)
     if completed.result is None or undone.result is None or \
             _core(completed.result, patch.hunks).state is not FileState.APPLIED:
-        return _conflict(patch, image, [HunkState.CONFLICT] * len(states))
+        return _conflict(patch, image, [FileState.CONFLICT] * len(states))
     pos_f = iter(zip(completed.positions, completed.offsets, strict=True))
     pos_r = iter(zip(undone.positions, undone.offsets, strict=True))
     reports = []
     for hunk, state in zip(patch.hunks, states, strict=True):
-        pos, off = next(pos_f) if state is HunkState.PRISTINE else next(pos_r)
+        pos, off = next(pos_f) if state is FileState.PRISTINE else next(pos_r)
         reports.append(HunkReport(hunk.index, state, pos, off))
     return FileAnalysis(patch.path, FileState.PARTIAL, tuple(reports),
                         forward=(completed.result.render(),), reverse=(undone.result.render(),))
@@ -551,17 +532,17 @@ def _placed_but_unproven(image: _Image, hunks: Sequence[Hunk]) -> str:
             "more context")
 
 
-def _conflict(patch: FilePatch, image: _Image, states: Sequence[HunkState],
+def _conflict(patch: FilePatch, image: _Image, states: Sequence[FileState],
               reason: str = "") -> FileAnalysis:
     reports = []
     for hunk, state in zip(patch.hunks, states, strict=True):
-        if state is HunkState.CONFLICT:
+        if state is FileState.CONFLICT:
             line, _, _ = _expected(hunk, True)
             reports.append(HunkReport(hunk.index, state, None, 0,
                                       _nearest_code(image, hunk, line)))
         else:
             reports.append(HunkReport(hunk.index, state, None, 0))
-    if not reason and HunkState.CONFLICT not in states:
+    if not reason and FileState.CONFLICT not in states:
         reason = ("every hunk matches on its own, but not all together (overlapping or "
                   "ambiguous placement)")
     return FileAnalysis(patch.path, FileState.CONFLICT, tuple(reports), reason)
@@ -601,21 +582,20 @@ def whole_image(patch: FilePatch, side: str) -> bytes:
 def _analyze_whole(patch: FilePatch, current: bytes | None) -> FileAnalysis:
     image = whole_image(patch, "+" if patch.is_new else "-")
     if patch.is_new:
-        state = (HunkState.PRISTINE if current is None else
-                 HunkState.APPLIED if _same_text(current, image, patch) else HunkState.CONFLICT)
+        state = (FileState.PRISTINE if current is None else
+                 FileState.APPLIED if _same_text(current, image, patch) else FileState.CONFLICT)
     else:
-        state = (HunkState.APPLIED if current is None else
-                 HunkState.PRISTINE if _same_text(current, image, patch) else HunkState.CONFLICT)
-    near = "    (the file exists with other content)" if state is HunkState.CONFLICT else None
+        state = (FileState.APPLIED if current is None else
+                 FileState.PRISTINE if _same_text(current, image, patch) else FileState.CONFLICT)
+    near = "    (the file exists with other content)" if state is FileState.CONFLICT else None
     reports = tuple(HunkReport(h.index, state, 0, 0, near) for h in patch.hunks)
-    file_state = FileState(state.value)
-    if state is HunkState.CONFLICT:
-        return FileAnalysis(patch.path, file_state, reports,
+    if state is FileState.CONFLICT:
+        return FileAnalysis(patch.path, state, reports,
                             "" if reports else "the file exists with other content")
     before, after = (None, image) if patch.is_new else (image, None)
-    forward: tuple[bytes | None] = (current,) if state is HunkState.APPLIED else (after,)
-    reverse: tuple[bytes | None] = (current,) if state is HunkState.PRISTINE else (before,)
-    return FileAnalysis(patch.path, file_state, reports, "", forward, reverse)
+    forward: tuple[bytes | None] = (current,) if state is FileState.APPLIED else (after,)
+    reverse: tuple[bytes | None] = (current,) if state is FileState.PRISTINE else (before,)
+    return FileAnalysis(patch.path, state, reports, "", forward, reverse)
 
 
 def _same_text(current: bytes, image: bytes, patch: FilePatch) -> bool:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ascendpatch.filestate import FileState
 from ascendpatch.manifest import needed
 from ascendpatch.manifest.model import Artifact, Variant
-from ascendpatch.patchfile.diffpatch import FilePatch, FileState, HunkState, analyze
+from ascendpatch.patchfile.diffpatch import FilePatch, analyze
 
 EXACT, OFFSET, OBSOLETE, CONFLICT, GONE = "applies", "offset", "obsolete", "conflict", "missing"
 
@@ -45,9 +46,9 @@ def port(patches: tuple[FilePatch, ...], files: dict[str, bytes | None]) -> list
             verdicts += [HunkVerdict(patch.path, h.index, GONE) for h in patch.hunks]
             continue
         for report in analyze(patch, current).hunks:
-            if report.state is HunkState.APPLIED:
+            if report.state is FileState.APPLIED:
                 verdict = OBSOLETE
-            elif report.state is HunkState.CONFLICT:
+            elif report.state is FileState.CONFLICT:
                 verdict = CONFLICT
             else:
                 verdict = OFFSET if report.offset else EXACT
