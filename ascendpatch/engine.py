@@ -1,4 +1,4 @@
-"""Execute plans: apply, revert, report status. All writes go through LedgerStore.commit."""
+"""Act on artifact plans: apply, revert, report status. All writes go through LedgerStore.commit."""
 
 from __future__ import annotations
 
@@ -24,14 +24,15 @@ def _sha(data: bytes | None) -> str | None:
 def _file_results(files: Sequence[FileFinding], after: dict[str, bytes | None] | None = None,
                   state: str | None = None) -> tuple[FileResult, ...]:
     out = []
-    for fp in files:
-        new = after.get(fp.rel, fp.current) if after is not None else fp.current
-        out.append(FileResult(fp.rel, state or fp.state.value, _sha(fp.current), _sha(new)))
+    for finding in files:
+        new = after.get(finding.rel, finding.current) if after is not None else finding.current
+        out.append(FileResult(finding.rel, state or finding.state.value, _sha(finding.current),
+                              _sha(new)))
     return tuple(out)
 
 
 def _details(plan: ArtifactPlan) -> tuple[str, ...]:
-    return tuple(fp.detail for fp in plan.files if fp.detail)
+    return tuple(finding.detail for finding in plan.files if finding.detail)
 
 
 def _result(plan: ArtifactPlan, status: Status, level: Level, message: str, **kw: object) \
@@ -41,7 +42,7 @@ def _result(plan: ArtifactPlan, status: Status, level: Level, message: str, **kw
 
 
 def _package(plan: ArtifactPlan) -> str:
-    dist = plan.context.dist if plan.context else None
+    dist = plan.site.dist if plan.site else None
     return f"{dist.name}=={dist.version}" if dist else "<package>"
 
 
@@ -53,10 +54,9 @@ def skipped(plan: ArtifactPlan) -> ArtifactResult:
 
 def nothing_to_do(plan: ArtifactPlan) -> ArtifactResult | None:
     """A kind that finds no file to act on (e.g. no cached snapshot) says why: [SKIP]."""
-    if plan.files or plan.context is None:
+    if plan.files or plan.site is None:
         return None
-    explain = getattr(KINDS[plan.artifact.kind], "nothing_to_do", None)
-    reason = explain(plan.context) if explain else "no file to act on"
+    reason = KINDS[plan.artifact.kind].nothing_to_do(plan.site)
     return _result(plan, Status.SKIPPED, Level.SKIP, f"{plan.artifact.title}: {reason}")
 
 
@@ -86,12 +86,12 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
 
 def unified_diff(plan: ArtifactPlan) -> str:
     chunks: list[str] = []
-    for fp in plan.files:
-        if fp.state is FileState.APPLIED or not fp.desired.known:
+    for finding in plan.files:
+        if finding.state is FileState.APPLIED or not finding.desired.known:
             continue
-        old = (fp.current or b"").decode("utf-8", "replace").splitlines(keepends=True)
-        new = (fp.desired.data or b"").decode("utf-8", "replace").splitlines(keepends=True)
-        chunks.extend(difflib.unified_diff(old, new, f"a/{fp.rel}", f"b/{fp.rel}"))
+        old = (finding.current or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        new = (finding.desired.data or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        chunks.extend(difflib.unified_diff(old, new, f"a/{finding.rel}", f"b/{finding.rel}"))
     return "".join(chunks)
 
 
@@ -177,23 +177,23 @@ def apply_artifact(plan: ArtifactPlan, store: LedgerStore, *, force: bool, dry_r
 
 def _record(ledger: Ledger, plan: ArtifactPlan, store: LedgerStore) -> Ledger:
     files = dict(ledger.get(plan.artifact.id, {}))
-    for fp in plan.files:
-        rel = store.rel(fp.path)
+    for finding in plan.files:
+        rel = store.rel(finding.path)
         previous = files.get(rel)
         if previous is not None:
             before = previous.sha256_before
-        elif fp.original.known:
-            before = _sha(fp.original.data)
+        elif finding.original.known:
+            before = _sha(finding.original.data)
         else:
-            before = _sha(fp.current)
-        files[rel] = LedgerFile(before, _sha(fp.desired.data), before, now())
+            before = _sha(finding.current)
+        files[rel] = LedgerFile(before, _sha(finding.desired.data), before, now())
     return {**ledger, plan.artifact.id: files}
 
 
 def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
     """Re-read the target after writing: report what is really there, not what we hoped."""
-    assert plan.context is not None
-    fresh = evaluate(plan.artifact, plan.context)
+    assert plan.site is not None
+    fresh = evaluate(plan.artifact, plan.site)
     title = plan.artifact.title
     now_by_path = {f.path: f for f in fresh.files}
     files = []
@@ -222,7 +222,7 @@ def _word(state: FileState | None) -> str:
 
 @dataclass(frozen=True)
 class _Restore:
-    plan: FileFinding
+    finding: FileFinding
     data: bytes | None
 
 
@@ -252,17 +252,17 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
     records = ledger.get(aid, {})
     extra = _ledger_only(plan, store, records)
     restores: list[_Restore] = []
-    for fp in plan.files:
-        if fp.state is FileState.PRISTINE:
+    for finding in plan.files:
+        if finding.state is FileState.PRISTINE:
             continue
-        data = _original(fp, records.get(store.rel(fp.path)), store)
+        data = _original(finding, records.get(store.rel(finding.path)), store)
         if data is None:
             return _result(plan, Status.FAILED, Level.FAIL,
-                           f"{title}: cannot restore {fp.rel}: {_why_not(fp)}; fix: reinstall "
-                           f"the package (pip install --force-reinstall --no-deps "
+                           f"{title}: cannot restore {finding.rel}: {_why_not(finding)}; "
+                           f"fix: reinstall the package (pip install --force-reinstall --no-deps "
                            f"{_package(plan)})", files=_file_results(plan.files),
                            details=_details(plan))
-        restores.append(_Restore(fp, data[0]))
+        restores.append(_Restore(finding, data[0]))
     if not restores and not extra:
         if aid in ledger and not dry_run:
             store.commit([], lambda led: {k: v for k, v in led.items() if k != aid})
@@ -270,35 +270,36 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
                        f"{title} is not applied; nothing to revert",
                        files=_file_results(plan.files))
     if dry_run:
-        names = ", ".join([r.plan.rel for r in restores] + [store.rel(c.path) for c in extra])
+        names = ", ".join([r.finding.rel for r in restores] + [store.rel(c.path) for c in extra])
         return _result(plan, Status.APPLIED, Level.WARN, f"{title}: would be reverted ({names})",
                        files=_file_results(plan.files))
-    root = plan.context.root if plan.context else None  # a file the patch created goes with
-    changes = [Change(r.plan.path, r.plan.current, r.data,  # the folders it emptied
-                      prune_to=r.plan.prune_to or (root if r.data is None else None))
+    root = plan.site.root if plan.site else None  # a file the patch created goes with
+    changes = [Change(r.finding.path, r.finding.current, r.data,  # the folders it emptied
+                      prune_to=r.finding.prune_to or (root if r.data is None else None))
                for r in restores] + extra
     store.commit(changes, lambda led: {k: v for k, v in led.items() if k != aid})
     return _recheck(plan, "reverted")
 
 
-def _original(fp: FileFinding, record: LedgerFile | None, store: LedgerStore) \
+def _original(finding: FileFinding, record: LedgerFile | None, store: LedgerStore) \
         -> tuple[bytes | None] | None:
     """The content to restore, wrapped in a 1-tuple (its data may be None = remove)."""
-    if record is not None and record.sha256_after == _sha(fp.current):
+    if record is not None and record.sha256_after == _sha(finding.current):
         if record.sha256_before is None:
             return (None,)
         backup = store.read_backup(record.backup)
         if backup is not None:
             return (backup,)
-    if fp.state is not FileState.CONFLICT and fp.original.known and fp.revert_refusal is None:
-        return (fp.original.data,)
+    if finding.state is not FileState.CONFLICT and finding.original.known and \
+            finding.revert_refusal is None:
+        return (finding.original.data,)
     return None
 
 
-def _why_not(fp: FileFinding) -> str:
-    if fp.revert_refusal is not None and fp.state is not FileState.CONFLICT:
-        return fp.revert_refusal
-    if fp.state is FileState.CONFLICT:
+def _why_not(finding: FileFinding) -> str:
+    if finding.revert_refusal is not None and finding.state is not FileState.CONFLICT:
+        return finding.revert_refusal
+    if finding.state is FileState.CONFLICT:
         return "it was changed after ascendpatch wrote it (unrecognised content)"
     return "its backup is gone and the original cannot be reconstructed from the patch"
 
@@ -319,7 +320,7 @@ def status_of(plan: ArtifactPlan, ledger: Ledger, store: LedgerStore) -> Artifac
         return _result(plan, Status.ALREADY_APPLIED, Level.OK, f"{title} applied", files=files)
     if state is FileState.PRISTINE:
         if aid in ledger:  # applied once; the files are back to their originals
-            dist = plan.context.dist.name if plan.context and plan.context.dist else "the package"
+            dist = plan.site.dist.name if plan.site and plan.site.dist else "the package"
             return _result(plan, Status.NOT_APPLIED, Level.WARN,
                            f"{title}: {dist} was reinstalled and the patch is gone; run: "
                            f"ascendpatch apply {aid}", files=files)

@@ -1,4 +1,8 @@
-"""Pure evaluation: desired vs actual state of each artifact. Reads files, writes nothing."""
+"""Pure evaluation: desired vs actual state of each artifact. Reads files, writes nothing.
+
+The words (ArtifactPlan, ArtifactSite, FileFinding, FileState, Context) are defined in the
+glossary of :mod:`ascendpatch.kinds.base`.
+"""
 
 from __future__ import annotations
 
@@ -27,8 +31,10 @@ class Skip:
 
 @dataclass(frozen=True)
 class ArtifactPlan:
+    """One artifact's findings (``files``) at its site, or why it is skipped."""
+
     artifact: Artifact
-    context: ArtifactSite | None
+    site: ArtifactSite | None
     skip: Skip | None
     files: tuple[FileFinding, ...] = ()
 
@@ -64,14 +70,17 @@ def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
                     f"by this ascendpatch version yet", Level.WARN)
     kind = KINDS[artifact.kind]
     if not kind.needs_distribution:  # e.g. the Hugging Face cache: its own root, no version
-        root_for = getattr(kind, "root_for", None)
-        root = root_for(env) if root_for else target.root
+        try:
+            root = kind.root_for(artifact, env) or target.root
+        except InvalidInputError as exc:  # e.g. ${MODEL_DIR} is not set
+            if required:
+                raise
+            return Skip(f"{exc}", Level.WARN)
         return ArtifactSite(artifact, artifact.variants[0], None, root, None, dict(env))
     dist = target.get(artifact.distribution) if artifact.distribution else None
-    if kind.needs_distribution and dist is None:
+    if dist is None:
         return Skip(f"{artifact.distribution or '(no distribution named)'} is not installed "
                     f"in {target.describe()}")
-    assert dist is not None
     version = dist.parsed_version
     if version is None:
         return Skip(f"{dist.name} {dist.version} is not a PEP 440 version", Level.WARN)

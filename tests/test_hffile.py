@@ -54,7 +54,7 @@ def make_cache(root: Path, *, links: bool, no_exist: bool) -> Path:
 def manifest(tmp_path: Path) -> Path:
     return write_manifest(tmp_path / "omni.yaml", [{
         "id": "whisper-processor-config", "title": "whisper processor_config.json fix",
-        "kind": "hf-file", "versions": ">=0",
+        "kind": "hf-file",
         "options": {"repos": [REPO], "filename": "processor_config.json",
                     "content": {"processor_class": "WhisperProcessor"}}}])
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # at run time only where used: `audit` must not pay for yaml and the schema
     from ascendpatch.env.pipadapter import Source
     from ascendpatch.env.target import Target
-    from ascendpatch.manifest.model import Manifest
+    from ascendpatch.manifest.model import Artifact, Manifest
     from ascendpatch.store.ledger import LedgerStore
 
 
@@ -30,18 +30,25 @@ class Context:
     def store(self) -> LedgerStore:
         from ascendpatch.store.ledger import LedgerStore
 
-        return LedgerStore(self.target.root, store_roots(self.env))
+        return LedgerStore(self.target.root, store_roots(self.manifest.artifacts, self.env))
 
 
-def store_roots(env: Mapping[str, str]) -> tuple[Path, ...]:
-    """Trees besides the target that kinds write into (paths in state files may lie there)."""
+def store_roots(artifacts: Sequence[Artifact], env: Mapping[str, str]) -> tuple[Path, ...]:
+    """Trees besides the target that the manifest's kinds write into (the Hugging Face cache,
+    ``${MODEL_DIR}``): paths in the ledger and journal may lie there, nowhere else. A root
+    that cannot be known now (an unset variable) is no root: its paths stay refused."""
+    from ascendpatch.errors import InvalidInputError
     from ascendpatch.kinds import KINDS
 
-    roots = []
-    for kind in KINDS.values():
-        root_for = getattr(kind, "root_for", None)
-        if root_for is not None:
-            roots.append(Path(root_for(env)))
+    roots: list[Path] = []
+    for artifact in artifacts:
+        kind = KINDS.get(artifact.kind)  # None: a planned kind, nothing written yet
+        try:
+            root = kind.root_for(artifact, env) if kind is not None else None
+        except InvalidInputError:
+            continue
+        if root is not None and root not in roots:
+            roots.append(root)
     return tuple(roots)
 
 

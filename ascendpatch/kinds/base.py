@@ -1,23 +1,37 @@
-"""The protocol every artifact kind satisfies, and the per-file plan it returns.
+"""The protocol every artifact kind satisfies, its defaults, and the findings it returns.
 
 A kind only *reads*: it looks at the target's current files and says, per file, what state
 it is in, what the file should hold once applied (``desired``) and what it held before
 (``original``), where it can know. The engine decides what to write and does it through
-:mod:`ascendpatch.store`. Adding a kind = one module with a class like these + one line in
-``kinds/__init__.py``.
+:mod:`ascendpatch.store`. Adding a kind = one module with a :class:`BaseKind` subclass + one
+line in ``kinds/__init__.py``.
+
+Glossary (each word means one thing):
+
+* ``ArtifactSite`` (variable ``site``): where one artifact acts: its variant, distribution,
+  root folder, source file and environment.
+* ``FileFinding``: what a kind found about one file: its ``FileState``, current, desired and
+  original content.
+* ``FileState``: pristine / applied / partial / conflict, for a hunk, a file or an artifact
+  (:mod:`ascendpatch.filestate`; ``FileState.combine`` folds files into an artifact's state).
+* ``ArtifactPlan`` (:mod:`ascendpatch.planner`): one artifact's findings, or why it is skipped.
+* ``Context`` (:mod:`ascendpatch.commands.context`, variable ``ctx``): what a *command* needs:
+  target, manifest, environment, lock settings.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from ascendpatch.env.target import Distribution
-from ascendpatch.errors import RefusedError, UnsafePathError
+from ascendpatch.errors import InvalidInputError, RefusedError, UnsafePathError
 from ascendpatch.filestate import FileState
+from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import safe_join
 from ascendpatch.store.ledger import STATE_DIR
@@ -100,13 +114,81 @@ class ArtifactSite:
 
 class Kind(Protocol):
     name: str
+    # True when the kind acts on an installed distribution: the artifact then needs
+    # ``distribution`` and ``versions``, and its files lie in the distribution's folder.
     needs_distribution: bool
     # True when each file stands on its own (a cache fixer): a mix of done and not-done files
     # is then simply completed; False for a patch, where a half-applied state means trouble.
     independent_files: bool
+    # The shape of the artifact's ``options:`` mapping, checked when the manifest is loaded.
+    options_schema: s.Obj
+
+    def root_for(self, artifact: Artifact, env: Mapping[str, str]) -> Path | None:
+        """The folder the files of a kind without a distribution lie in (the Hugging Face
+        cache, ``${MODEL_DIR}``); None: the target's own folder. Raise InvalidInputError when
+        it cannot be known (an unset variable). Writes nothing."""
 
     def prepare(self, site: ArtifactSite) -> None:
         """Validate sources and target paths; raise InvalidInputError. Writes nothing."""
 
     def inspect(self, site: ArtifactSite) -> list[FileFinding]:
         """The state of every file this artifact owns."""
+
+    def nothing_to_do(self, site: ArtifactSite) -> str:
+        """Why ``inspect`` found no file to act on (shown as [SKIP])."""
+
+
+class BaseKind:
+    """The defaults of the :class:`Kind` protocol (as pre-commit's ``lang_base``): a kind
+    subclasses it and overrides only what it needs."""
+
+    name: str = ""
+    needs_distribution: bool = True
+    independent_files: bool = False
+    options_schema: s.Obj = s.Obj({})  # no options
+
+    def root_for(self, artifact: Artifact, env: Mapping[str, str]) -> Path | None:
+        return None
+
+    def prepare(self, site: ArtifactSite) -> None:
+        pass
+
+    def inspect(self, site: ArtifactSite) -> list[FileFinding]:
+        raise NotImplementedError(f"kind {self.name} does not define inspect()")
+
+    def nothing_to_do(self, site: ArtifactSite) -> str:
+        return "no file to act on"
+
+
+# Options every kind accepts (read by ``verify``, whatever the kind).
+COMMON_OPTIONS: dict[str, s.Schema] = {
+    "requires_env": s.ListOf(s.Str(s.env_name)),  # variables the served model needs set
+}
+
+
+def options_schema(kind: Kind) -> s.Obj:
+    """The whole schema of an artifact's ``options:`` for ``kind``: its own + the common ones."""
+    own = kind.options_schema
+    return s.Obj({**COMMON_OPTIONS, **own.fields}, own.required)
+
+
+# ---------------------------------------------------------------------------- shared helpers
+
+
+def single_target(site: ArtifactSite) -> str:
+    """The one target path of an artifact whose kind replaces or creates one file."""
+    if len(site.variant.targets) != 1:
+        raise InvalidInputError(f"artifact {site.artifact.id}: kind {site.artifact.kind} needs "
+                                f"exactly one target (has {len(site.variant.targets)})")
+    return site.variant.targets[0]
+
+
+def read_source(site: ArtifactSite) -> bytes:
+    """The bytes of the artifact's source file (bad input, exit 2, when it cannot be read)."""
+    if site.source is None:
+        raise InvalidInputError(f"artifact {site.artifact.id}: needs a source file")
+    try:
+        return site.source.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(f"artifact {site.artifact.id}: source {site.source} cannot be "
+                                f"read ({exc})") from None

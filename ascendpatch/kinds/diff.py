@@ -8,7 +8,7 @@ from pathlib import Path
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding
+from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, BaseKind, Content, FileFinding
 from ascendpatch.patchfile.diffpatch import (
     FileAnalysis,
     FilePatch,
@@ -36,10 +36,8 @@ def load_patch(source: Path) -> tuple[FilePatch, ...]:
     return _load(source, mtime)
 
 
-class DiffKind:
+class DiffKind(BaseKind):
     name = "diff"
-    needs_distribution = True
-    independent_files = False
 
     def prepare(self, site: ArtifactSite) -> None:
         if site.source is None:
@@ -55,9 +53,9 @@ class DiffKind:
 
     def inspect(self, site: ArtifactSite) -> list[FileFinding]:
         assert site.source is not None
-        return [self._plan(site, patch) for patch in load_patch(site.source)]
+        return [self._finding(site, patch) for patch in load_patch(site.source)]
 
-    def _plan(self, site: ArtifactSite, patch: FilePatch) -> FileFinding:
+    def _finding(self, site: ArtifactSite, patch: FilePatch) -> FileFinding:
         path, current = site.read(patch.path)
         analysis = analyze(patch, current)
         state = analysis.state

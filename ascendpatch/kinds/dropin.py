@@ -7,40 +7,33 @@ a *conflict* otherwise: only ``--force`` overwrites content ascendpatch does not
 
 from __future__ import annotations
 
-from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding
+from ascendpatch.kinds.base import (
+    UNKNOWN,
+    ArtifactSite,
+    BaseKind,
+    Content,
+    FileFinding,
+    read_source,
+    single_target,
+)
+from ascendpatch.manifest import schema as s
 
 
-def _single_target(site: ArtifactSite) -> str:
-    if len(site.variant.targets) != 1:
-        raise InvalidInputError(f"artifact {site.artifact.id}: kind {site.artifact.kind} needs "
-                                f"exactly one target (has {len(site.variant.targets)})")
-    return site.variant.targets[0]
-
-
-def read_source(site: ArtifactSite) -> bytes:
-    if site.source is None:
-        raise InvalidInputError(f"artifact {site.artifact.id}: needs a source file")
-    try:
-        return site.source.read_bytes()
-    except OSError as exc:
-        raise InvalidInputError(f"artifact {site.artifact.id}: source {site.source} cannot be "
-                                f"read ({exc})") from None
-
-
-class DropinKind:
+class DropinKind(BaseKind):
     name = "dropin"
-    needs_distribution = True
-    independent_files = False
+    options_schema = s.Obj({  # a SmoothQuant drop-in: verify and logs check its other halves
+        "scales_env": s.Str(s.env_name),  # the variable that names the scales file
+        "scale_vectors": s.Int(),  # how many scale vectors each rank logs it loaded
+    })
 
     def prepare(self, site: ArtifactSite) -> None:
-        site.path(_single_target(site))
+        site.path(single_target(site))
         read_source(site)
 
     def inspect(self, site: ArtifactSite) -> list[FileFinding]:
-        rel = _single_target(site)
+        rel = single_target(site)
         path, current = site.read(rel)
         new = read_source(site)
         hashes = site.variant.sha256.get(rel)

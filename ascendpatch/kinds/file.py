@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 from ascendpatch.filestate import FileState
-from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding
-from ascendpatch.kinds.dropin import _single_target, read_source
+from ascendpatch.kinds.base import (
+    ArtifactSite,
+    BaseKind,
+    Content,
+    FileFinding,
+    read_source,
+    single_target,
+)
 
 
-class FileKind:
+class FileKind(BaseKind):
     name = "file"
-    needs_distribution = True
-    independent_files = False
 
     def prepare(self, site: ArtifactSite) -> None:
-        site.path(_single_target(site))
+        site.path(single_target(site))
         read_source(site)
 
     def inspect(self, site: ArtifactSite) -> list[FileFinding]:
-        rel = _single_target(site)
+        rel = single_target(site)
         path, current = site.read(rel)
         new = read_source(site)
         if current is None:

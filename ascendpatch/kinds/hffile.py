@@ -22,10 +22,12 @@ from typing import Any
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding
+from ascendpatch.kinds.base import ArtifactSite, BaseKind, Content, FileFinding
+from ascendpatch.manifest import schema as s
+from ascendpatch.manifest.model import Artifact
 
-_REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
-_NAME = re.compile(r"^[\w.-]+$")
+_REPO = r"[\w.-]+/[\w.-]+"
+_NAME = r"[\w.-]+"
 
 
 def hub_cache(env: Mapping[str, str]) -> Path:
@@ -43,8 +45,8 @@ def _options(site: ArtifactSite) -> tuple[list[str], str, bytes]:
     repos = options.get("repos") or ["openai/whisper-large-v3"]
     filename = options.get("filename") or "processor_config.json"
     content = options.get("content", {"processor_class": "WhisperProcessor"})
-    bad = [r for r in repos if not isinstance(r, str) or not _REPO.match(r)]
-    if bad or not isinstance(filename, str) or not _NAME.match(filename):
+    bad = [r for r in repos if not isinstance(r, str) or not re.fullmatch(_REPO, r)]
+    if bad or not isinstance(filename, str) or not re.fullmatch(_NAME, filename):
         raise InvalidInputError(f"artifact {site.artifact.id}: options.repos must be 'org/name' "
                                 f"ids and options.filename a plain file name")
     data = content.encode() if isinstance(content, str) else (
@@ -56,45 +58,50 @@ def _rel(site: ArtifactSite, path: Path) -> str:
     return path.relative_to(site.root).as_posix()
 
 
-def _snapshot_plans(site: ArtifactSite, repo_dir: Path, snap: Path, filename: str,
+def _snapshot_findings(site: ArtifactSite, repo_dir: Path, snap: Path, filename: str,
                     data: bytes) -> list[FileFinding]:
-    plans = []
+    findings = []
     target = snap / filename
     blob = repo_dir / "blobs" / sha256_bytes(data)
     uses_links = any(p.is_symlink() for p in snap.iterdir())
     if target.is_symlink() or target.exists():
         current = target.read_bytes() if target.exists() else None
         if current == data:  # ours (or identical): revert removes it
-            plans.append(FileFinding(_rel(site, target), target, FileState.APPLIED, current,
+            findings.append(FileFinding(_rel(site, target), target, FileState.APPLIED, current,
                                   Content(data), Content(None), f"{target}: present"))
     elif uses_links:
         blob_now = blob.read_bytes() if blob.exists() else None
         if blob_now is None or blob_now == data:
             state = FileState.APPLIED if blob_now == data else FileState.PRISTINE
-            plans.append(FileFinding(_rel(site, blob), blob, state, blob_now, Content(data),
+            findings.append(FileFinding(_rel(site, blob), blob, state, blob_now, Content(data),
                                   Content(None), f"{blob}: blob"))
         link = os.path.relpath(blob, snap)
-        plans.append(FileFinding(_rel(site, target), target, FileState.PRISTINE, None,
+        findings.append(FileFinding(_rel(site, target), target, FileState.PRISTINE, None,
                               Content(data, link=link), Content(None),
                               f"{target}: missing; will link to {link}"))
     else:
-        plans.append(FileFinding(_rel(site, target), target, FileState.PRISTINE, None,
+        findings.append(FileFinding(_rel(site, target), target, FileState.PRISTINE, None,
                               Content(data), Content(None), f"{target}: missing"))
     marker = repo_dir / ".no_exist" / snap.name / filename
     if marker.exists():
         current = marker.read_bytes()
-        plans.append(FileFinding(_rel(site, marker), marker, FileState.PRISTINE, current,
+        findings.append(FileFinding(_rel(site, marker), marker, FileState.PRISTINE, current,
                               Content(None), Content(current),
                               f"{marker}: stale 'does not exist' marker, will be removed"))
-    return plans
+    return findings
 
 
-class HfFileKind:
+class HfFileKind(BaseKind):
     name = "hf-file"
     needs_distribution = False
     independent_files = True
+    options_schema = s.Obj({
+        "repos": s.ListOf(s.Str(pattern=_REPO, what="an 'org/name' Hugging Face repo id")),
+        "filename": s.Str(pattern=_NAME, what="a plain file name"),
+        "content": s.OneOf((s.Str(), s.MapOf(s.AnyValue()))),  # text, or a mapping as JSON
+    })
 
-    def root_for(self, env: Mapping[str, str]) -> Path:
+    def root_for(self, artifact: Artifact, env: Mapping[str, str]) -> Path:
         return hub_cache(env)
 
     def prepare(self, site: ArtifactSite) -> None:
@@ -110,12 +117,12 @@ class HfFileKind:
 
     def inspect(self, site: ArtifactSite) -> list[FileFinding]:
         repos, filename, data = _options(site)
-        plans: dict[Path, FileFinding] = {}
+        findings: dict[Path, FileFinding] = {}
         for repo in repos:
             repo_dir = site.root / ("models--" + repo.replace("/", "--"))
             snapshots = repo_dir / "snapshots"
             for snap in sorted(snapshots.iterdir()) if snapshots.is_dir() else []:
                 site.path(_rel(site, snap))  # the path guard: no symlinked escape
-                for plan in _snapshot_plans(site, repo_dir, snap, filename, data):
-                    plans.setdefault(plan.path, plan)  # a blob shared by snapshots: once
-        return list(plans.values())
+                for finding in _snapshot_findings(site, repo_dir, snap, filename, data):
+                    findings.setdefault(finding.path, finding)  # a blob shared by snapshots
+        return list(findings.values())

@@ -21,11 +21,11 @@ from typing import Any
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import record_text
-from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding
-from ascendpatch.kinds.dropin import read_source
+from ascendpatch.kinds.base import ArtifactSite, BaseKind, Content, FileFinding, read_source
+from ascendpatch.manifest import schema as s
 
 PLUGIN_GROUP = "vllm.general_plugins"
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE = r"[A-Za-z_][A-Za-z0-9_]*"
 
 REGISTER = '''"""vLLM general plugin written by ascendpatch (artifact {aid}).
 
@@ -94,7 +94,7 @@ def plugin_layout(site: ArtifactSite) -> dict[str, bytes]:
                                 "options.architectures (a list of names)")
     assert site.source is not None
     module = plugin_module(options, site.source)
-    if not _MODULE.match(module):
+    if not re.fullmatch(_MODULE, module):
         raise InvalidInputError(f"artifact {site.artifact.id}: options.module {module!r} is not "
                                 "a Python module name")
     targets = plugin_targets(site.artifact.options, module)
@@ -118,17 +118,20 @@ def plugin_layout(site: ArtifactSite) -> dict[str, bytes]:
     return files
 
 
-class PluginKind:
-    name = "plugin"
-    needs_distribution = True  # vllm: the plugin is only meaningful next to it
-    independent_files = False
+class PluginKind(BaseKind):
+    name = "plugin"  # needs_distribution: vllm, the plugin is only meaningful next to it
+    options_schema = s.Obj({
+        "architectures": s.ListOf(s.Str()),  # the architectures the adapter registers
+        "classes": s.MapOf(s.Str()),  # architecture -> class name, when it differs
+        "module": s.Str(pattern=_MODULE, what="a Python module name"),  # default: source stem
+    }, frozenset({"architectures"}))
 
     def prepare(self, site: ArtifactSite) -> None:
         for rel in plugin_layout(site):
             site.path(rel)
 
     def inspect(self, site: ArtifactSite) -> list[FileFinding]:
-        plans = []
+        findings = []
         for rel, data in plugin_layout(site).items():
             path, current = site.read(rel)
             if current is None:
@@ -137,6 +140,6 @@ class PluginKind:
                 state, detail = FileState.APPLIED, f"{rel}: installed"
             else:
                 state, detail = FileState.CONFLICT, f"{rel}: exists with other content"
-            plans.append(FileFinding(rel, path, state, current, Content(data), Content(None),
-                                  detail, forceable=True, prune_to=site.root))
-        return plans
+            findings.append(FileFinding(rel, path, state, current, Content(data), Content(None),
+                                        detail, forceable=True, prune_to=site.root))
+        return findings

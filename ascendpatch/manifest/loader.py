@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,8 @@ import yaml
 
 from ascendpatch import catalog
 from ascendpatch.errors import InvalidInputError, ManifestError
-from ascendpatch.kinds import KIND_NAMES
+from ascendpatch.kinds import KIND_NAMES, KINDS
+from ascendpatch.kinds.base import options_schema
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import (
     Artifact,
@@ -22,6 +22,7 @@ from ascendpatch.manifest.model import (
     PackagePin,
     Stack,
     Variant,
+    resolve_path,
 )
 from ascendpatch.manifest.needed import Condition
 
@@ -111,7 +112,7 @@ _VARIANT_FIELDS: dict[str, s.Schema] = {
     "targets": s.ListOf(s.Str()),
     "sha256": s.MapOf(_HASHES),
 }
-_VARIANT = s.Obj(_VARIANT_FIELDS, frozenset({"versions"}))
+_VARIANT = s.Obj(_VARIANT_FIELDS)  # versions: required where the kind acts on a distribution
 ARTIFACT = s.Obj(
     {
         "id": s.Str(s.identifier),
@@ -125,7 +126,7 @@ ARTIFACT = s.Obj(
         "needed_if": s.Obj({"file": s.Str(), "calls_unguarded": s.ListOf(s.Str(s.dotted_name))},
                            frozenset({"file", "calls_unguarded"})),
         "variants": s.ListOf(_VARIANT),
-        "options": s.MapOf(s.AnyValue()),
+        "options": s.MapOf(s.AnyValue()),  # each kind's own schema: _kind_problems
         **_VARIANT_FIELDS,
     },
     frozenset({"id", "title", "kind"}),
@@ -216,8 +217,31 @@ def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
         flat = [k for k in ("versions", "source", "targets", "sha256") if k in artifact]
         if has_variants and flat:
             problems.append(f"{where}: give either 'variants' or {', '.join(flat)}, not both")
-        if not has_variants and "versions" not in artifact:
-            problems.append(f"{where}.versions: required key is missing (or give 'variants')")
+        problems += _kind_problems(artifact, where)
+    return problems
+
+
+def _kind_problems(artifact: Mapping[str, Any], where: str) -> list[str]:
+    """What the artifact's kind asks of it: its own options schema, and ``versions`` where the
+    kind acts on a distribution (elsewhere a version range would mean nothing)."""
+    kind = KINDS.get(str(artifact.get("kind")))
+    if kind is None:
+        return []  # an unknown or planned kind: the schema or the planner says so
+    problems: list[str] = []
+    options = artifact.get("options")
+    if isinstance(options, dict):
+        problems += s.validate(options, options_schema(kind), f"{where}.options")
+    if not kind.needs_distribution:
+        return problems
+    variants = artifact.get("variants")
+    if not isinstance(variants, list):
+        if "versions" not in artifact:
+            problems.append(f"{where}.versions: required key is missing (or give 'variants'); "
+                            f"kind {kind.name} acts on an installed distribution")
+        return problems
+    for index, variant in enumerate(variants):
+        if isinstance(variant, dict) and "versions" not in variant:
+            problems.append(f"{where}.variants[{index}].versions: required key is missing")
     return problems
 
 
@@ -279,7 +303,7 @@ def _pin(name: str, value: str | Mapping[str, str]) -> PackagePin:
 def _variant(doc: Mapping[str, Any]) -> Variant:
     hashes = {rel: FileHashes(tuple(h.get("before", ())), tuple(h.get("after", ())))
               for rel, h in (doc.get("sha256") or {}).items()}
-    return Variant(versions=doc["versions"], source=doc.get("source"),
+    return Variant(versions=doc.get("versions"), source=doc.get("source"),
                    targets=tuple(doc.get("targets") or ()), sha256=hashes)
 
 
@@ -328,13 +352,4 @@ def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
 
 def resolve_source(artifact: Artifact, raw: str, env: Mapping[str, str]) -> Path:
     """Expand ``${VAR}`` (e.g. ${MODEL_DIR}) and resolve relative to the manifest's folder."""
-    try:
-        expanded = string.Template(raw).substitute(env)
-    except KeyError as exc:
-        raise InvalidInputError(
-            f"artifact {artifact.id}: source {raw!r} needs ${{{exc.args[0]}}}, which is not set",
-            fix=f"export {exc.args[0]}=<folder of the model's deploy package>") from None
-    except ValueError as exc:
-        raise InvalidInputError(f"artifact {artifact.id}: source {raw!r}: {exc}") from None
-    path = Path(expanded)
-    return path if path.is_absolute() else artifact.manifest_dir / path
+    return resolve_path(artifact, raw, env, "source")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ascendpatch.errors import InvalidInputError
 from ascendpatch.manifest.needed import Condition
 
 
@@ -26,13 +29,13 @@ class FileHashes:
 
 @dataclass(frozen=True)
 class Variant:
-    versions: str
+    versions: str | None  # None: any version (a kind that acts on no distribution)
     source: str | None  # raw text, may hold ${VAR}; resolved by the loader's Sources
     targets: tuple[str, ...]
     sha256: dict[str, FileHashes]
 
     def matches(self, version: Version) -> bool:
-        return version_in(self.versions, version)
+        return self.versions is None or version_in(self.versions, version)
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Artifact:
         return None
 
     def covered_versions(self) -> str:
-        return " | ".join(v.versions for v in self.variants) or "any"
+        return " | ".join(v.versions or "any" for v in self.variants) or "any"
 
 
 @dataclass(frozen=True)
@@ -105,3 +108,18 @@ class Manifest:
             if artifact.id == artifact_id:
                 return artifact
         return None
+
+
+def resolve_path(artifact: Artifact, raw: str, env: Mapping[str, str], what: str) -> Path:
+    """A path from the manifest: ``${VAR}`` (e.g. ${MODEL_DIR}) expanded from ``env``, and
+    relative to the manifest's folder. ``what`` names the key in errors ("source")."""
+    try:
+        expanded = string.Template(raw).substitute(env)
+    except KeyError as exc:
+        raise InvalidInputError(
+            f"artifact {artifact.id}: {what} {raw!r} needs ${{{exc.args[0]}}}, which is not set",
+            fix=f"export {exc.args[0]}=<folder of the model's deploy package>") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"artifact {artifact.id}: {what} {raw!r}: {exc}") from None
+    path = Path(expanded)
+    return path if path.is_absolute() else artifact.manifest_dir / path

@@ -19,6 +19,8 @@ Check = Callable[[Any], "str | None"]
 @dataclass(frozen=True)
 class Str:
     check: Check | None = None
+    pattern: str | None = None  # a regular expression the whole value matches (JSON Schema too)
+    what: str = ""  # the pattern in words, for the problem: "is not <what>"
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,9 @@ def validate(value: object, schema: Schema, path: str = "") -> list[str]:
         if not isinstance(value, str):
             return [f"{where}: expected a string, got {_type_name(value)}"]
         problem = schema.check(value) if schema.check else None
+        if problem is None and schema.pattern is not None and \
+                not re.fullmatch(schema.pattern, value):
+            problem = f"{value!r} is not {schema.what or 'of the form ' + schema.pattern}"
         return [f"{where}: {problem}"] if problem else []
     if isinstance(schema, Bool):
         ok = isinstance(value, bool)

@@ -1,0 +1,106 @@
+"""The Kind protocol: every kind is complete (no optional methods found by getattr), declares
+its options schema, and the manifest validator checks that schema with key paths."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ascendpatch.commands.context import store_roots
+from ascendpatch.errors import ManifestError
+from ascendpatch.kinds import KINDS
+from ascendpatch.kinds.base import BaseKind
+from ascendpatch.kinds.hffile import hub_cache
+from ascendpatch.manifest import loader
+from tests.kit import REPO, run_cli, tree_digest, write_manifest
+
+
+def test_every_kind_is_a_complete_base_kind() -> None:
+    for name, kind in KINDS.items():
+        assert isinstance(kind, BaseKind), name
+        assert kind.name == name
+        for method in ("root_for", "prepare", "inspect", "nothing_to_do"):
+            assert callable(getattr(kind, method))
+        assert set(kind.options_schema.required) <= set(kind.options_schema.fields)
+
+
+def test_no_code_asks_a_kind_whether_it_has_a_method() -> None:
+    """root_for and nothing_to_do are in the protocol: nothing probes for them any more."""
+    offenders = []
+    for path in (REPO / "ascendpatch").rglob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"getattr\([^)]*\b(kind|KINDS\[)", line) or \
+                    re.search(r"getattr\([^)]*\"(root_for|nothing_to_do)\"", line):
+                offenders.append(f"{path.relative_to(REPO)}:{number}")
+    assert not offenders
+
+
+def _manifest(tmp_path: Path, artifacts: list[dict[str, object]]) -> Path:
+    return write_manifest(tmp_path / "m.yaml", artifacts)
+
+
+def test_options_are_checked_per_kind_with_key_paths(tmp_path: Path) -> None:
+    path = _manifest(tmp_path, [
+        {"id": "a", "title": "t", "kind": "diff", "versions": ">=1", "options": {"colour": 1}},
+        {"id": "b", "title": "t", "kind": "hf-file",
+         "options": {"repos": ["not a repo"], "filename": "a/b", "content": 3}},
+        {"id": "c", "title": "t", "kind": "plugin", "versions": ">=1",
+         "options": {"module": "1bad", "classes": {"X": 2}}},
+        {"id": "d", "title": "t", "kind": "dropin", "versions": ">=1",
+         "options": {"scales_env": "NOT-A-VAR", "scale_vectors": "many",
+                     "requires_env": ["OK_VAR"]}},
+    ])
+    with pytest.raises(ManifestError) as info:
+        loader.load(str(path))
+    problems = info.value.problems
+    expected = [
+        "artifacts[0].options.colour: unknown key (known keys: requires_env)",
+        "artifacts[1].options.repos[0]: 'not a repo' is not an 'org/name' Hugging Face repo id",
+        "artifacts[1].options.filename: 'a/b' is not a plain file name",
+        "artifacts[1].options.content: expected dict or str, got integer",
+        "artifacts[2].options.architectures: required key is missing",
+        "artifacts[2].options.module: '1bad' is not a Python module name",
+        "artifacts[2].options.classes.X: expected a string, got integer",
+        "artifacts[3].options.scales_env: 'NOT-A-VAR' is not a valid environment variable",
+        "artifacts[3].options.scale_vectors: expected an integer, got string",
+    ]
+    for fragment in expected:
+        assert any(p == f"{path}: {fragment}" or p.startswith(f"{path}: {fragment}")
+                   for p in problems), (fragment, problems)
+    assert len(problems) == len(expected), problems
+
+
+def test_bad_options_exit_2_naming_the_manifest_and_change_nothing(tmp_path: Path,
+                                                                   site: Path) -> None:
+    path = _manifest(tmp_path, [{"id": "b", "title": "t", "kind": "hf-file",
+                                 "options": {"filename": 7}}])
+    before = tree_digest(tmp_path)
+    result = run_cli("--site-packages", site, "--manifest", path, "apply")
+    assert result.code == 2
+    assert f"{path}: artifacts[0].options.filename: expected a string, got integer" in result.err
+    assert tree_digest(tmp_path) == before
+
+
+def test_versions_is_required_only_where_a_distribution_is_acted_on(tmp_path: Path) -> None:
+    fine = _manifest(tmp_path, [{"id": "b", "title": "t", "kind": "hf-file"}])
+    (artifact,) = loader.load(str(fine)).artifacts
+    assert artifact.variants[0].versions is None
+    assert artifact.covered_versions() == "any"
+    missing = write_manifest(tmp_path / "n.yaml", [
+        {"id": "a", "title": "t", "kind": "diff"},
+        {"id": "c", "title": "t", "kind": "dropin", "variants": [{"versions": ">=1"}, {}]}])
+    with pytest.raises(ManifestError) as info:
+        loader.load(str(missing))
+    assert [p.split(": ", 2)[1] for p in info.value.problems] == [
+        "artifacts[0].versions", "artifacts[1].variants[1].versions"]
+
+
+def test_store_roots_come_from_the_manifests_artifacts(tmp_path: Path) -> None:
+    """root_for sees the artifact: only kinds the manifest uses add a root to trust."""
+    env = {"HF_HOME": str(tmp_path / "hf")}
+    with_hf = loader.load(str(_manifest(tmp_path, [{"id": "b", "title": "t",
+                                                    "kind": "hf-file"}])))
+    assert store_roots(with_hf.artifacts, env) == (hub_cache(env),)
+    assert store_roots((), env) == ()
