@@ -5,6 +5,7 @@ from __future__ import annotations
 from ascendpatch.kinds.base import Kind
 from ascendpatch.kinds.diff import DiffKind
 from ascendpatch.kinds.dropin import DropinKind
+from ascendpatch.kinds.envfile import EnvFileKind
 from ascendpatch.kinds.file import FileKind
 from ascendpatch.kinds.hffile import HfFileKind
 from ascendpatch.kinds.plugin import PluginKind
@@ -15,6 +16,7 @@ KINDS: dict[str, Kind] = {
     "file": FileKind(),
     "plugin": PluginKind(),
     "hf-file": HfFileKind(),
+    "env-file": EnvFileKind(),
 }
 
 # Kinds that manifests may declare but this version cannot act on yet: reported as skipped.
