@@ -164,7 +164,8 @@ def apply_artifact(plan: ArtifactPlan, store: LedgerStore, *, force: bool, dry_r
     after = {f.rel: f.desired.data for f in pending}
     if dry_run:
         return _result(plan, Status.NOT_APPLIED, Level.WARN, f"{title}: would be applied",
-                       files=_file_results(plan.files, after, "pristine"), diff=unified_diff(plan))
+                       files=_file_results(plan.files, after, FileState.PRISTINE.value),
+                       diff=unified_diff(plan))
     changes = [Change(f.path, f.current, f.desired.data, link=f.desired.link,
                       mode=f.desired.mode) for f in pending]
     originals = [f.original.data for f in plan.files
@@ -200,7 +201,8 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
     for old in plan.files:  # paired by path: a kind may list fewer files once applied
         new = now_by_path.get(old.path)
         current = new.current if new else (old.path.read_bytes() if old.path.is_file() else None)
-        state = new.state.value if new else ("removed" if current is None else "applied")
+        state = new.state.value if new else (
+            "removed" if current is None else FileState.APPLIED.value)
         files.append(FileResult(old.rel, state, _sha(old.current), _sha(current)))
     if verb == "applied" and fresh.state in (FileState.APPLIED, None):
         return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=tuple(files))
