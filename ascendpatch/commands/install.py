@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.env import installplan, pipadapter, stackcheck
+from ascendpatch.env import pipadapter, pipdiff, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, Source
 from ascendpatch.env.target import Target, from_python
 from ascendpatch.errors import InvalidInputError
@@ -56,13 +56,13 @@ def wanted(ctx: Context, reqs: Sequence[str]) -> list[Requirement]:
 
 def _refusals(ctx: Context, report: dict[str, object], markers: dict[str, str]) \
         -> list[CheckResult]:
-    changes = installplan.change_set(report, ctx.target)
+    changes = pipdiff.change_set(report, ctx.target)
     protected = {canonicalize_name(p) for p in ctx.manifest.protected}
     refusals = []
     for change in changes:
         if change.name not in protected:
             continue
-        links = installplan.chain(report, change.name, markers)
+        links = pipdiff.chain(report, change.name, markers)
         path = " -> ".join(links)
         top = links[0].split()[0] if len(links) > 1 else "the requesting package"
         refusals.append(CheckResult(
@@ -75,7 +75,7 @@ def _refusals(ctx: Context, report: dict[str, object], markers: dict[str, str]) 
     return refusals
 
 
-def _plan_lines(changes: list[installplan.Change], dry_run: bool) -> list[CheckResult]:
+def _plan_lines(changes: list[pipdiff.PackageChange], dry_run: bool) -> list[CheckResult]:
     verb = "would" if dry_run else "will"
     return [CheckResult(f"plan:{c.name}", "install", Level.WARN if dry_run else Level.OK,
                         f"{verb} {c.describe()}") for c in changes]
@@ -103,18 +103,18 @@ def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Sou
                 found, "install", "nothing was changed")))
     with locked(ctx) as session, tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "protected-constraints.txt"
-        constraints.write_text(installplan.constraints(target, ctx.manifest.protected))
-        changes: list[installplan.Change] = []
+        constraints.write_text(pipdiff.constraints(target, ctx.manifest.protected))
+        changes: list[pipdiff.PackageChange] = []
         if normal or lock_args:
             report = pipadapter.dry_run_report(target, [*lock_args, *normal], source,
                                                env=ctx.env)
             refusals = _refusals(ctx, report, markers)
             if refusals:
                 return CommandResult("install", tuple(refusals), tuple(session.notes))
-            changes += installplan.change_set(report, target)
+            changes += pipdiff.change_set(report, target)
         if loose:
             report = pipadapter.dry_run_report(target, loose, source, ["--no-deps"], env=ctx.env)
-            changes += installplan.change_set(report, target)
+            changes += pipdiff.change_set(report, target)
         if dry_run:
             lines = _plan_lines(changes, True) or [CheckResult(
                 "plan", "install", Level.OK, "nothing to install: every pin is met")]
@@ -150,7 +150,7 @@ def _final_checks(ctx: Context, after: Target, requested: list[Requirement],
         lines.append(CheckResult(f"req:{name}", "install", Level.OK if ok else Level.FAIL,
                                  text))
         if name in no_deps and dist is not None:
-            missing = installplan.unmet(dist.metadata.get_all("Requires-Dist") or [], after,
+            missing = pipdiff.unmet(dist.metadata.get_all("Requires-Dist") or [], after,
                                         markers)
             if missing:
                 lines.append(CheckResult(

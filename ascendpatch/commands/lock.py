@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 from ascendpatch import catalog, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
-from ascendpatch.env import installplan, pipadapter, stackcheck
+from ascendpatch.env import pipadapter, pipdiff, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, PipError, Source
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.results import CheckResult, CommandResult, Level
@@ -78,7 +78,7 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
     unsafe = [*DEFAULT_UNSAFE, *sorted({canonicalize_name(p) for p in ctx.manifest.protected})]
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "protected.txt"
-        constraints.write_text(installplan.constraints(target, ctx.manifest.protected))
+        constraints.write_text(pipdiff.constraints(target, ctx.manifest.protected))
         spec = Path(tmp) / f"{ctx.manifest.name}.in"
         spec.write_text(stack_input(ctx, constraints))
         result = Path(tmp) / "lock.txt"

@@ -1,4 +1,4 @@
-"""Pure planning for `ascendpatch install`: the change set pip would make, the protected
+"""pip's report diffed against the target (pure): the change set pip would make, the protected
 packages it would touch (with the requirement chain that pulls each one in), constraints.
 
 pip's ``--report`` lists only what it would install; the replacements come from diffing that
@@ -20,7 +20,7 @@ from ascendpatch.env.target import Target
 
 
 @dataclass(frozen=True)
-class Change:
+class PackageChange:
     name: str  # canonical
     action: str  # install | upgrade | downgrade | replace | reinstall
     old: str | None
@@ -44,7 +44,7 @@ def _action(old: str, new: str) -> str:
     return "upgrade" if new_v > old_v else "downgrade"
 
 
-def change_set(report: Mapping[str, Any], target: Target) -> list[Change]:
+def change_set(report: Mapping[str, Any], target: Target) -> list[PackageChange]:
     changes = []
     for item in report.get("install", []):
         meta = item["metadata"]
@@ -52,7 +52,7 @@ def change_set(report: Mapping[str, Any], target: Target) -> list[Change]:
         installed = target.get(name)
         old = installed.version if installed else None
         action = "install" if old is None else _action(old, meta["version"])
-        changes.append(Change(name, action, old, meta["version"]))
+        changes.append(PackageChange(name, action, old, meta["version"]))
     return changes
 
 
