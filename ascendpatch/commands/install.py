@@ -1,27 +1,31 @@
 """``ascendpatch install [REQ...] [--dry-run] [--wheelhouse DIR] [--offline] [--lock FILE]``.
 
-Never replaces the image's torch / torch_npu: it computes pip's full change set first
-(``--dry-run --report`` diffed against what is installed), refuses when a protected package
-would change (naming the requirement chain), installs with a constraints file pinning every
-protected package to its installed version, installs the manifest's ``no_deps`` packages with
-``--no-deps`` (reporting what they leave unmet), then checks every pin.
+Never replaces the image's torch / torch_npu. Plan, then do:
+1. resolve: the stack's own pins must agree, then pip's ``--dry-run --report`` of each step
+   (the requirements, then the manifest's ``no_deps`` packages with ``--no-deps``);
+2. plan (``env/pipdiff.py``, pure): the reports diffed against what is installed, the
+   protected packages they would change (with the requirement chain), what the ``--no-deps``
+   packages would leave unmet, the constraints pinning every protected package;
+3. ``--dry-run`` shows the plan; a plan that changes a protected package is refused; otherwise
+   ``env/pipinstall.py`` executes it under the constraints file;
+4. re-check: every pin and requirement against what is installed afterwards.
 """
 
 from __future__ import annotations
 
-import tempfile
 from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.env import pipadapter, pipdiff, stackcheck
+from ascendpatch.env import pipadapter, pipdiff, pipinstall, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, Source
-from ascendpatch.env.target import Target, from_python
+from ascendpatch.env.target import Target
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.checks.pins import pin_check
 from ascendpatch.results import CheckResult, CommandResult, Level
@@ -54,89 +58,97 @@ def wanted(ctx: Context, reqs: Sequence[str]) -> list[Requirement]:
     return out
 
 
-def _refusals(ctx: Context, report: dict[str, object], markers: dict[str, str]) \
-        -> list[CheckResult]:
-    changes = pipdiff.change_set(report, ctx.target)
-    protected = {canonicalize_name(p) for p in ctx.manifest.protected}
-    refusals = []
-    for change in changes:
-        if change.name not in protected:
-            continue
-        links = pipdiff.chain(report, change.name, markers)
-        path = " -> ".join(links)
-        top = links[0].split()[0] if len(links) > 1 else "the requesting package"
-        refusals.append(CheckResult(
-            f"refused:{change.name}", "install", Level.FAIL,
-            f"refused: {path} would {change.describe()}; {change.name} is protected (the "
-            f"image's NPU stack is built for {change.old or 'what the image ships'}); nothing "
-            f"was changed; fix: pin a version of the requesting package that accepts the "
-            f"installed {change.name}, or list {top} under the manifest's no_deps (installed "
-            f"with pip --no-deps)"))
-    return refusals
-
-
-def _plan_lines(changes: list[pipdiff.PackageChange], dry_run: bool) -> list[CheckResult]:
-    verb = "would" if dry_run else "will"
-    return [CheckResult(f"plan:{c.name}", "install", Level.WARN if dry_run else Level.OK,
-                        f"{verb} {c.describe()}") for c in changes]
-
-
 def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Source = ONLINE,
         lock: Path | None = None) -> CommandResult:
-    target = ctx.target
-    markers = dict(target.markers or {})
-    no_deps = {str(canonicalize_name(n)) for n in ctx.manifest.no_deps}
+    """Resolve (pip's report), plan (pure), then show the plan, refuse it, or execute it and
+    re-check what is installed."""
     # A lock already holds the stack's pins, hashed: only the user's REQs come on top of it.
     requested = _parse(reqs) if lock is not None else wanted(ctx, reqs)
-    normal = [str(r) for r in requested if canonicalize_name(r.name) not in no_deps]
-    loose = [str(r) for r in requested if canonicalize_name(r.name) in no_deps]
-    lock_args = ["-r", str(lock), "--require-hashes"] if lock is not None else []
+    steps = pipdiff.steps_for(requested, ctx.manifest.no_deps,
+                              str(lock) if lock is not None else None)
     source.args()  # bad --offline / --wheelhouse -> exit 2 before anything runs
-    if lock is None:  # the stack's own pins must agree before pip resolves for minutes
-        pinned = {str(canonicalize_name(p.name)) for p in ctx.manifest.stack.packages}
-        due = [str(canonicalize_name(r.name)) for r in requested
-               if canonicalize_name(r.name) in pinned]
-        found = stackcheck.conflicts(ctx.manifest, target, source, only=due) if due else []
-        if found:
-            command = "install --dry-run" if dry_run else "install"
-            return CommandResult(command, tuple(stackcheck.conflict_results(
-                found, "install", "nothing was changed")))
-    with locked(ctx) as session, tempfile.TemporaryDirectory() as tmp:
-        constraints = Path(tmp) / "protected-constraints.txt"
-        constraints.write_text(pipdiff.constraints(target, ctx.manifest.protected))
-        changes: list[pipdiff.PackageChange] = []
-        if normal or lock_args:
-            report = pipadapter.dry_run_report(target, [*lock_args, *normal], source,
-                                               env=ctx.env)
-            refusals = _refusals(ctx, report, markers)
-            if refusals:
-                return CommandResult("install", tuple(refusals), tuple(session.notes))
-            changes += pipdiff.change_set(report, target)
-        if loose:
-            report = pipadapter.dry_run_report(target, loose, source, ["--no-deps"], env=ctx.env)
-            changes += pipdiff.change_set(report, target)
+    found = _stack_conflicts(ctx, requested, source) if lock is None else []
+    if found:
+        return CommandResult("install --dry-run" if dry_run else "install", tuple(
+            stackcheck.conflict_results(found, "install", "nothing was changed")))
+    with locked(ctx) as session:
+        plan = pipdiff.plan(_resolve(ctx, steps, source), ctx.target, ctx.manifest.protected)
+        if plan.refused:
+            return CommandResult("install", _refusal_lines(plan), tuple(session.notes))
         if dry_run:
-            lines = _plan_lines(changes, True) or [CheckResult(
-                "plan", "install", Level.OK, "nothing to install: every pin is met")]
-            return CommandResult("install --dry-run", tuple(lines), tuple(session.notes),
-                                 exit_code_override=1 if changes else 0)
-        extra = ["-c", str(constraints)]
-        if normal or lock_args:
-            pipadapter.install(target, [*lock_args, *normal], source, extra, env=ctx.env)
-        if loose:
-            pipadapter.install(target, loose, source, [*extra, "--no-deps"], env=ctx.env)
-    after = from_python(target.python) if target.python else target
-    lines = _plan_lines(changes, False) + _final_checks(ctx, after, requested, no_deps, markers)
-    if not changes:
+            return CommandResult("install --dry-run", _dry_run_lines(plan),
+                                 tuple(session.notes),
+                                 exit_code_override=0 if plan.nothing_to_do else 1)
+        after = pipinstall.execute(plan, ctx.target, source, env=ctx.env)
+    lines = _change_lines(plan, dry_run=False) + _recheck(ctx, after, requested)
+    if plan.nothing_to_do:
         lines.insert(0, CheckResult("install", "install", Level.OK,
                                     f"nothing to install: the pins of manifest "
                                     f"{ctx.manifest.name} are met"))
     return CommandResult("install", tuple(lines), tuple(session.notes))
 
 
-def _final_checks(ctx: Context, after: Target, requested: list[Requirement],
-                  no_deps: set[str], markers: dict[str, str]) -> list[CheckResult]:
+def _stack_conflicts(ctx: Context, requested: list[Requirement], source: Source) \
+        -> list[stackcheck.Conflict]:
+    """The stack's own pins must agree before pip resolves for minutes."""
+    pinned = {str(canonicalize_name(p.name)) for p in ctx.manifest.stack.packages}
+    due = [str(canonicalize_name(r.name)) for r in requested
+           if canonicalize_name(r.name) in pinned]
+    return stackcheck.conflicts(ctx.manifest, ctx.target, source, only=due) if due else []
+
+
+def _resolve(ctx: Context, steps: Sequence[pipdiff.PipStep], source: Source) \
+        -> list[tuple[pipdiff.PipStep, dict[str, Any]]]:
+    """pip's own resolution of every step (``--dry-run --report``): nothing is changed."""
+    return [(step, pipadapter.dry_run_report(ctx.target, step.args, source, step.options,
+                                             env=ctx.env)) for step in steps]
+
+
+def _change_data(change: pipdiff.PackageChange) -> dict[str, object]:
+    return {"package": change.name, "action": change.action, "installed": change.old,
+            "new": change.new}
+
+
+def _refusal_lines(plan: pipdiff.InstallPlan) -> tuple[CheckResult, ...]:
+    lines = []
+    for refusal in plan.refusals:
+        change = refusal.change
+        top = refusal.requester or "the requesting package"
+        lines.append(CheckResult(
+            f"refused:{change.name}", "install", Level.FAIL,
+            f"refused: {' -> '.join(refusal.chain)} would {change.describe()}; {change.name} "
+            f"is protected (the image's NPU stack is built for "
+            f"{change.old or 'what the image ships'}); nothing was changed; fix: pin a version "
+            f"of the requesting package that accepts the installed {change.name}, or list "
+            f"{top} under the manifest's no_deps (installed with pip --no-deps)",
+            data={**_change_data(change), "chain": list(refusal.chain)}))
+    return tuple(lines)
+
+
+def _change_lines(plan: pipdiff.InstallPlan, *, dry_run: bool) -> list[CheckResult]:
+    verb = "would" if dry_run else "will"
+    return [CheckResult(f"plan:{c.name}", "install", Level.WARN if dry_run else Level.OK,
+                        f"{verb} {c.describe()}", data=_change_data(c)) for c in plan.changes]
+
+
+def _dry_run_lines(plan: pipdiff.InstallPlan) -> tuple[CheckResult, ...]:
+    """The plan as it stands: each change, and what each --no-deps package would leave unmet."""
+    if plan.nothing_to_do:
+        return (CheckResult("plan", "install", Level.OK, "nothing to install: every pin is met"),)
+    unmet = [CheckResult(f"unmet:{u.name}", "install", Level.WARN,
+                         f"{u.name} would be installed with --no-deps ({_NO_DEPS_WHY}); unmet: "
+                         f"{', '.join(u.missing)}", data={"unmet": list(u.missing)})
+             for u in plan.unmet]
+    return (*_change_lines(plan, dry_run=True), *unmet)
+
+
+_NO_DEPS_WHY = "manifest no_deps: its dependencies would replace the image's NPU stack"
+
+
+def _recheck(ctx: Context, after: Target, requested: list[Requirement]) -> list[CheckResult]:
     """Afterwards: one line per pin and requirement, and what --no-deps packages leave unmet."""
+    no_deps = {str(canonicalize_name(n)) for n in ctx.manifest.no_deps}
+    markers = dict(ctx.target.markers or {})
     lines = [pin_check(pin, after) for pin in ctx.manifest.stack.packages]
     pinned = {canonicalize_name(p.name) for p in ctx.manifest.stack.packages}
     for req in requested:
@@ -150,14 +162,13 @@ def _final_checks(ctx: Context, after: Target, requested: list[Requirement],
         lines.append(CheckResult(f"req:{name}", "install", Level.OK if ok else Level.FAIL,
                                  text))
         if name in no_deps and dist is not None:
-            missing = pipdiff.unmet(dist.metadata.get_all("Requires-Dist") or [], after,
-                                        markers)
+            missing = pipdiff.unmet(dist.metadata.get_all("Requires-Dist") or [],
+                                    pipdiff.installed_versions(after), markers)
             if missing:
                 lines.append(CheckResult(
                     f"unmet:{name}", "install", Level.WARN,
-                    f"{name} was installed with --no-deps (manifest no_deps: its dependencies "
-                    f"would replace the image's NPU stack); unmet: {', '.join(missing)}",
-                    data={"unmet": missing}))
+                    f"{name} was installed with --no-deps ({_NO_DEPS_WHY}); unmet: "
+                    f"{', '.join(missing)}", data={"unmet": missing}))
     return lines
 
 
