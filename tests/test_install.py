@@ -93,6 +93,22 @@ def test_no_deps_package_installs_and_reports_unmet(world: dict[str, Path]) -> N
     assert torch_files(world["site"]) == before
 
 
+def test_dry_run_shows_the_whole_plan_and_changes_nothing(world: dict[str, Path]) -> None:
+    before = tree_digest(world["site"])
+    dry = install(world, "step-audio2", "friendly", "--dry-run")
+    assert dry.code == 1, dry.out
+    for change in ("install friendly 1.0", "install helper 1.0", "install step-audio2 1.0"):
+        assert f"[WARN] would {change}" in dry.out
+    # predicted from pip's report: helper arrives with friendly, so only these stay unmet
+    assert ("[WARN] step-audio2 would be installed with --no-deps (manifest no_deps: its "
+            "dependencies would replace the image's NPU stack); unmet: torch>=2.5, "
+            "librosa>=0.10") in dry.out
+    doc = install(world, "friendly", "--dry-run", "--json").json
+    assert [i["data"] for i in doc["results"] if i["id"] == "plan:friendly"] == [
+        {"package": "friendly", "action": "install", "installed": None, "new": "1.0"}]
+    assert tree_digest(world["site"]) == before
+
+
 class _Recorder(http.server.BaseHTTPRequestHandler):
     requests: ClassVar[list[str]] = []
 
