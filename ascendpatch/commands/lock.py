@@ -61,24 +61,40 @@ def stack_input(ctx: Context, constraints: Path) -> str:
 
 
 def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
+    """Resolve the stack into a lock (pip-compile), then write it: nothing is written unless
+    the whole stack resolved."""
     target = ctx.target
     if target.python is None:
         raise InvalidInputError("lock needs an interpreter target (--python)")
-    pins = [p for p in ctx.manifest.stack.packages
-            if canonicalize_name(p.name) not in {canonicalize_name(x) for x in
-                                                 ctx.manifest.protected}]
-    if not pins:
+    protected = {canonicalize_name(x) for x in ctx.manifest.protected}
+    if not [p for p in ctx.manifest.stack.packages if canonicalize_name(p.name) not in protected]:
         raise InvalidInputError(f"manifest {ctx.manifest.name} pins no installable package",
                                 fix="lock a stack manifest (ascendpatch manifests)")
     found = stackcheck.conflicts(ctx.manifest, target, source)
     if found:
         return CommandResult("lock", tuple(stackcheck.conflict_results(found, "lock",
                                                                        "nothing was locked")))
-    compile_bin = piptools_venv(target.python, target.python_version, source)
-    unsafe = [*DEFAULT_UNSAFE, *sorted({canonicalize_name(p) for p in ctx.manifest.protected})]
+    unsafe = [*DEFAULT_UNSAFE, *sorted(protected)]
+    text = _compile(ctx, target.python, unsafe, source)
+    header = (f"# ascendpatch lock of manifest {ctx.manifest.name} for {target.describe()}\n"
+              f"# protected (provided by the image, not locked): {', '.join(unsafe[3:])}\n"
+              f"# install: ascendpatch --manifest {ctx.manifest.name} install --lock {output}\n")
+    to_stdout = str(output) == "-"
+    if not to_stdout:
+        atomic.write_atomic(output, (header + text).encode())
+    count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
+    return CommandResult("lock", (CheckResult("lock", "lock", Level.OK,
+                                              f"locked {count} packages with hashes into "
+                                              f"{'stdout' if to_stdout else output}"),),
+                         payload=header + text if to_stdout else None)
+
+
+def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source) -> str:
+    """pip-compile's lock of the stack (hashed, protected packages left out), or PipError."""
+    compile_bin = piptools_venv(python, ctx.target.python_version, source)
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "protected.txt"
-        constraints.write_text(pipdiff.constraints(target, ctx.manifest.protected))
+        constraints.write_text(pipdiff.constraints(ctx.target, ctx.manifest.protected))
         spec = Path(tmp) / f"{ctx.manifest.name}.in"
         spec.write_text(stack_input(ctx, constraints))
         result = Path(tmp) / "lock.txt"
@@ -96,20 +112,7 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
                            "nothing was locked",
                            fix="pin versions that agree in the manifest, or list a package "
                                "under its no_deps")
-        text = result.read_text().replace(str(constraints), "protected packages (installed)")
-    header = (f"# ascendpatch lock of manifest {ctx.manifest.name} for {target.describe()}\n"
-              f"# protected (provided by the image, not locked): {', '.join(unsafe[3:])}\n"
-              f"# install: ascendpatch --manifest {ctx.manifest.name} install --lock {output}\n")
-    to_stdout = str(output) == "-"
-    if not to_stdout:
-        atomic.write_atomic(output, (header + text).encode())
-    count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
-    return CommandResult("lock", (CheckResult("lock", "lock", Level.OK,
-                                              f"locked {count} packages with hashes into "
-                                              f"{'stdout' if to_stdout else output}"),),
-                         payload=header + text if to_stdout else None)
-
-
+        return result.read_text().replace(str(constraints), "protected packages (installed)")
 
 
 def from_args(args: Namespace) -> CommandResult:
