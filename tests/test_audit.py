@@ -214,7 +214,8 @@ def test_digests_of_every_size_class_match_hashlib(tmp_path: Path) -> None:
     the RECORD form of hashlib's SHA-256, whichever thread hashes them."""
     import hashlib
 
-    from ascendpatch.inspect.audit import StatCache, record_form, stat_and_hash
+    from ascendpatch.hashing import record_form
+    from ascendpatch.inspect.audit import StatCache, stat_and_hash
 
     sizes = [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20, (8 << 20) + 17]
     items, want = [], {}

@@ -19,7 +19,6 @@ Speed:
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import json
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ascendpatch import progress
 from ascendpatch.env.introcache import read_private, write_private
-from ascendpatch.hashing import record_to_hex
+from ascendpatch.hashing import CHUNK, file_digest, record_form, record_to_hex, sha256_file
 from ascendpatch.store import atomic
 
 if TYPE_CHECKING:
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 
 CACHE_NAME = "statcache.json"
 CACHE_FORMAT = 3  # 3: kept outside the target, keyed by the target's folder
-_CHUNK = 1 << 20
 # Per hashing thread, allocated for its first big file. Each read and each hashlib update of a
 # big file releases the GIL and must take it back, which costs up to the switch interval while
 # another thread runs Python (the stat pass, small files): few, large chunks keep the largest
@@ -54,7 +52,6 @@ _SWITCH_INTERVAL = 0.001  # while hashing threads run (Python's default is 5 ms)
 _BIG = 8 << 20  # files this large get a batch of their own
 _BATCH_BYTES = 4 << 20
 _BATCH_FILES = 48
-_OPEN = os.O_RDONLY | os.O_CLOEXEC
 
 Expected = Mapping[str, tuple[str, str]]
 ExpectedSource = Expected | Callable[[], Expected]
@@ -100,54 +97,6 @@ class _Entry(NamedTuple):
     path: str
     record_hash: str  # "sha256=<urlsafe b64>", as RECORD writes it
     size: int | None
-
-
-def record_form(digest: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
-
-
-def _read_rest(fd: int) -> bytes:
-    parts = []
-    while chunk := os.read(fd, _CHUNK):
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-def _small_digest(path: str, size: int) -> bytes:
-    """A file the stat pass saw ``size`` bytes long: one open, one read (a regular file's
-    short read is its end), one close; the per-file cost that dominates 15k small files."""
-    fd = os.open(path, _OPEN)
-    try:
-        data = os.read(fd, size + 1)
-        if len(data) > size:  # it grew since the stat
-            data += _read_rest(fd)
-    finally:
-        os.close(fd)
-    return hashlib.sha256(data).digest()
-
-
-def file_digest(path: Path | str, buffer: bytearray | None = None) -> bytes:
-    """SHA-256 of a file: one read for a small file, a large reused buffer for a big one
-    (reads and hashlib updates of large buffers release the GIL)."""
-    fd = os.open(path, _OPEN)
-    try:
-        size = os.fstat(fd).st_size
-        if size <= _CHUNK:
-            data = os.read(fd, size + 1)
-            return hashlib.sha256(data + _read_rest(fd) if len(data) > size else data).digest()
-        digest = hashlib.sha256()
-        buf = buffer if buffer else bytearray(_CHUNK)
-        view = memoryview(buf)
-        with open(fd, "rb", buffering=0, closefd=False) as handle:
-            while count := handle.readinto(buf):
-                digest.update(view[:count])
-        return digest.digest()
-    finally:
-        os.close(fd)
-
-
-def file_sha256(path: Path | str, buffer: bytearray | None = None) -> str:
-    return file_digest(path, buffer).hex()
 
 
 def cache_path(root: Path | str) -> Path:
@@ -268,7 +217,7 @@ UNREADABLE = "unreadable:"  # a digest that is an error: the file went away or c
 
 def _digest_or_error(path: str, size: int, buffer: bytearray) -> str:
     try:
-        raw = _small_digest(path, size) if size < _BIG else file_digest(path, buffer)
+        raw = file_digest(path, buffer)
     except OSError as exc:
         return UNREADABLE + (exc.strerror or type(exc).__name__)
     return record_form(raw)
@@ -341,7 +290,7 @@ class _Hasher:
         if not self.threads:
             self._start()
         self.count += 1
-        if size >= _CHUNK:
+        if size >= CHUNK:
             self.big.put((key, path, size))
             return
         self.batch.append((key, path, size))
@@ -684,6 +633,6 @@ def _orphans(target: Target, dists: list[Distribution], rows: Mapping[Distributi
 
 def _orphan_finding(rel: str, path: str, package: str, expected: _Lazy) -> Finding:
     wanted = expected.get(rel)
-    if wanted is not None and file_sha256(path) == wanted[0]:
+    if wanted is not None and sha256_file(path) == wanted[0]:
         return Finding("added", rel, package, wanted[1], expected=True)
     return Finding("orphan", rel, package, f"in {package}'s folder, listed by no RECORD")
