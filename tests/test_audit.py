@@ -231,3 +231,55 @@ def test_digests_of_every_size_class_match_hashlib(tmp_path: Path) -> None:
     assert outcome.timings.largest_bytes == (8 << 20) + 17
     again = stat_and_hash(items, cache, workers=2)
     assert again.digests == want and again.hashed == 0
+
+
+def test_cold_audit_tells_missing_files_from_hashed_ones(env: dict[str, Path]) -> None:
+    """Cold, no file is stat'ed before the workers open it: a file that is not there (also when
+    a folder on its path is now a file) is reported missing and not counted as hashed, as the
+    repeat audit (which stats every file first) reports it."""
+    site = env["site"]
+    make_dist(site, "deep", "1.0", {"deep/__init__.py": "", "deep/sub/leaf.py": "x = 1\n"})
+    (site / "other/data.txt").unlink()
+    shutil.rmtree(site / "deep/sub")
+    (site / "deep/sub").write_text("a file where a folder was\n")
+    code, out, cold = audit(env)
+    assert code == 1
+    assert "[FAIL] missing  other/data.txt (other 2.0)" in out
+    assert "[FAIL] missing  deep/sub/leaf.py (deep 1.0)" in out
+    assert "[FAIL] orphan   deep/sub (in deep's folder, listed by no RECORD)" in out
+    from ascendpatch.inspect.audit import read_record
+
+    listed = sum(1 for info in site.glob("*.dist-info") for _p, digest, _s in read_record(info)
+                 if digest is not None)
+    assert cold["files_hashed"] == cold["files_checked"] == listed - 2
+    code_again, out_again, again = audit(env)
+    assert (code_again, out_again) == (code, out) and again["files_hashed"] == 0
+    (site / "deep/sub").write_text("changed, so the cache is not used whole\n")
+    (site / "demo/__init__.py").write_text("# edited\n")
+    code_warm, out_warm, warm = audit(env)
+    assert code_warm == 1 and warm["files_hashed"] == 1
+    assert "[FAIL] missing  deep/sub/leaf.py (deep 1.0)" in out_warm
+
+
+def test_record_sizes_only_order_the_work(tmp_path: Path) -> None:
+    """A RECORD size that is wrong or absent changes nothing but the schedule: the digest and
+    the stat kept for the next run are the file's own."""
+    import hashlib
+
+    from ascendpatch.hashing import CHUNK, record_form
+    from ascendpatch.inspect.audit import StatCache, stat_and_hash
+
+    blobs = {"big-said-small": os.urandom(3 * CHUNK), "small-said-big": b"tiny\n",
+             "no-size": os.urandom(CHUNK + 7)}
+    said: dict[str, int | None] = {"big-said-small": 10, "small-said-big": 1 << 30,
+                                   "no-size": None}
+    for name, blob in blobs.items():
+        (tmp_path / name).write_bytes(blob)
+    items = [(name, str(tmp_path / name), said[name]) for name in blobs]
+    cache = StatCache(tmp_path)
+    outcome = stat_and_hash(items, cache, workers=2)
+    assert outcome.digests == {n: record_form(hashlib.sha256(b).digest()) for n, b in blobs.items()}
+    assert {n: st.st_size for n, st in outcome.stats.items()} == {n: len(b) for n, b in
+                                                                  blobs.items()}
+    assert outcome.timings.largest_path == "big-said-small"
+    assert stat_and_hash(items, cache, workers=2).hashed == 0

@@ -11,10 +11,12 @@ Speed:
   not fool it. The cache lives in ascendpatch's own cache folder (``$ASCENDPATCH_CACHE``, else
   ``$XDG_CACHE_HOME/ascendpatch``, else ``~/.cache/ascendpatch``), one file per target, never
   inside the target: auditing an image writes nothing into it.
-- A cold audit is bounded by SHA-256 of the largest file (a digest cannot be split). Files are
-  scheduled longest first: the big ones start at once, each on its own thread, while the other
-  threads take the small files in batches; the main thread walks for orphans meanwhile. Reads
-  go into one large buffer per thread and hashlib releases the GIL for large updates.
+- A cold audit is bounded by SHA-256 of the largest file (a digest cannot be split). Nothing is
+  stat'ed up front: RECORD's sizes schedule the files longest first, so the biggest starts
+  hashing on a background thread at once, while small files wait in batches for the main
+  thread (after its orphan walk) and any thread done with the big ones. Each worker opens the
+  file, fstats it (the stat the cache keeps, taken before the read), reads and hashes it; reads
+  of big files go through a 1 MiB buffer per thread and release the GIL, as hashlib does.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ascendpatch import progress
 from ascendpatch.env.introcache import read_private, write_private
-from ascendpatch.hashing import CHUNK, file_digest, record_form, record_to_hex, sha256_file
+from ascendpatch.hashing import CHUNK, read_digest, record_form, record_to_hex, sha256_file
 from ascendpatch.store import atomic
 
 if TYPE_CHECKING:
@@ -43,15 +45,10 @@ if TYPE_CHECKING:
 
 CACHE_NAME = "statcache.json"
 CACHE_FORMAT = 3  # 3: kept outside the target, keyed by the target's folder
-# Per hashing thread, allocated for its first big file. Each read and each hashlib update of a
-# big file releases the GIL and must take it back, which costs up to the switch interval while
-# another thread runs Python (the stat pass, small files): few, large chunks keep the largest
-# file's SHA-256 -- the critical path -- from waiting behind them.
-_BUFFER = 8 << 20
 _SWITCH_INTERVAL = 0.001  # while hashing threads run (Python's default is 5 ms)
-_BIG = 8 << 20  # files this large get a batch of their own
-_BATCH_BYTES = 4 << 20
-_BATCH_FILES = 48
+_BATCH_BYTES = 4 << 20  # small files go to the threads in batches of this many bytes ...
+_BATCH_FILES = 48  # ... or files
+_OPEN = os.O_RDONLY | os.O_CLOEXEC
 
 Expected = Mapping[str, tuple[str, str]]
 ExpectedSource = Expected | Callable[[], Expected]
@@ -76,6 +73,7 @@ class Timings:
     largest_path: str = ""
     largest_bytes: int = 0
     largest_seconds: float = 0.0  # SHA-256 of the largest file hashed: the lower bound
+    largest_start: float = 0.0  # when that hash started, after audit() (or the hashing) began
     orphans: float = 0.0
     total: float = 0.0
 
@@ -210,28 +208,35 @@ class _Outcome:
     timings: Timings = field(default_factory=Timings)
 
 
-Batch = list[tuple[str, str, int]]  # key, path, size at the stat
-Done = list[tuple[str, str, float]]  # key, digest (RECORD form), seconds (big files only)
-UNREADABLE = "unreadable:"  # a digest that is an error: the file went away or cannot be read
+Item = tuple[str, str, int]  # key, path, size (at the stat; RECORD's when cold)
+Batch = list[Item]
+Hashed = tuple[str, str, float, float, os.stat_result | None]
+Done = list[Hashed]  # key, digest (RECORD form) or an error, start, seconds, fstat
+UNREADABLE = "unreadable:"  # a digest that is an error: the file cannot be read
+_GONE = "missing"  # the file is not there (a path component missing or not a folder)
 
 
-def _digest_or_error(path: str, size: int, buffer: bytearray) -> str:
-    try:
-        raw = file_digest(path, buffer)
-    except OSError as exc:
-        return UNREADABLE + (exc.strerror or type(exc).__name__)
-    return record_form(raw)
-
-
-Item = tuple[str, str, int]  # key, path, size at the stat
-
-
-def _hash_one(item: Item, buffer: bytearray) -> tuple[str, str, float]:
-    key, path, size = item
-    if size >= _BIG and not buffer:
-        buffer.extend(bytes(_BUFFER))  # in place: the thread keeps it for its next big file
+def _hash_one(item: Item, buffer: bytearray) -> Hashed:
+    """One file: open, fstat (the stat the cache keeps: taken before the read, as git does),
+    read, hash, close. ``buffer`` is the thread's, allocated for its first big file."""
+    key, path, _size = item
     start = time.perf_counter()
-    return key, _digest_or_error(path, size, buffer), time.perf_counter() - start
+    try:
+        fd = os.open(path, _OPEN)
+    except (FileNotFoundError, NotADirectoryError):
+        return key, _GONE, start, 0.0, None
+    except OSError as exc:
+        return key, UNREADABLE + (exc.strerror or type(exc).__name__), start, 0.0, None
+    try:
+        st = os.fstat(fd)
+        if st.st_size >= CHUNK and not buffer:
+            buffer.extend(bytes(CHUNK))  # in place: the thread keeps it for its next big file
+        digest = record_form(read_digest(fd, st.st_size, buffer))
+    except OSError as exc:
+        return key, UNREADABLE + (exc.strerror or type(exc).__name__), start, 0.0, None
+    finally:
+        os.close(fd)
+    return key, digest, start, time.perf_counter() - start, st
 
 
 def _drain_small(lane: deque[Batch], buffer: bytearray, done: Done) -> None:
@@ -240,7 +245,7 @@ def _drain_small(lane: deque[Batch], buffer: bytearray, done: Done) -> None:
             batch = lane.popleft()  # atomic: threads share the deque without a lock
         except IndexError:
             return
-        done += [(key, _digest_or_error(path, size, buffer), 0.0) for key, path, size in batch]
+        done += [_hash_one(item, buffer) for item in batch]
 
 
 def _hash_worker(big: SimpleQueue[Item | None], small: deque[Batch]) -> Done:
@@ -257,9 +262,8 @@ def _hash_worker(big: SimpleQueue[Item | None], small: deque[Batch]) -> Done:
 class _Hasher:
     """Two lanes. Files of 1 MiB and more go one by one, largest first, to background threads
     that start on the first of them: hashing them is C code that rarely needs the GIL. Small
-    files, whose cost is mostly Python and system calls under the GIL, wait in batches until
-    the stat pass is over, so that they do not fight it for the GIL; then the calling thread and
-    any thread done with the big lane share them."""
+    files, whose cost is mostly Python and system calls under the GIL, wait in batches for the
+    calling thread (once it is done with its own work) and any thread done with the big lane."""
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers - 1)  # the calling thread hashes too
@@ -328,26 +332,15 @@ class _Hasher:
         return done
 
 
-def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache, workers: int,
-                  meanwhile: Callable[[], None] | None = None) -> _Outcome:
-    """Digests (RECORD form) of files, hashing only those whose stat changed since last time.
-
-    ``items``: (key, path, expected size). One thread stats every file, longest first when the
-    cache is empty (the expected sizes come from RECORD, so no stat is needed to order them) and
-    queues the files to hash at once; ``meanwhile`` then runs on this thread while the others
-    hash, and this thread joins the hashing when it is done."""
-    out = _Outcome()
-    clock = time.perf_counter
-    start = clock()
-    if not cache.entries:  # cold: the biggest files must start first
-        items = sorted(items, key=lambda item: -(item[2] or 0))
-    hasher = _Hasher(workers)
+def _stat_pass(items: Iterable[tuple[str, str, int | None]], cache: StatCache,
+               hasher: _Hasher, out: _Outcome) -> None:
+    """With a cache: one stat per file; only a file whose stat changed is queued to hash."""
     get = cache.get
     stats, digests, missing = out.stats, out.digests, out.missing
     for key, path, _size in items:
         try:
             st = os.stat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             missing.append(key)
             continue
         stats[key] = st
@@ -356,25 +349,58 @@ def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache
             hasher.add(key, path, st.st_size)
         else:
             digests[key] = cached
+
+
+def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache, workers: int,
+                  meanwhile: Callable[[], None] | None = None) -> _Outcome:
+    """Digests (RECORD form) of files, hashing only those whose stat changed since last time.
+
+    ``items``: (key, path, expected size). Cold (an empty cache), nothing is stat'ed up front:
+    the expected sizes (from RECORD) order the work, largest first, and the biggest file starts
+    hashing at once; each worker stats the file it opens. With a cache, this thread stats every
+    file and queues the changed ones. ``meanwhile`` then runs on this thread while the others
+    hash, and this thread joins the hashing when it is done."""
+    out = _Outcome()
+    clock = time.perf_counter
+    start = clock()
+    hasher = _Hasher(workers)
+    if cache.entries:
+        _stat_pass(items, cache, hasher, out)
+    else:
+        for key, path, size in sorted(items, key=lambda item: -(item[2] or 0)):
+            hasher.add(key, path, size or 0)
     hasher.close()
     out.timings.stat = clock() - start
     if meanwhile is not None:
         meanwhile()
     with progress.task(f"hashing {hasher.count} files"):  # a spinner on a terminal
         hashed = hasher.results()
-    for key, digest, seconds in hashed:
-        digests[key] = digest
-        if digest.startswith(UNREADABLE):
-            continue
-        cache.put(key, stats[key], digest)
-        if stats[key].st_size > out.timings.largest_bytes:
-            out.timings.largest_path = key
-            out.timings.largest_bytes = stats[key].st_size
-            out.timings.largest_seconds = seconds
-    out.hashed = hasher.count
+    out.hashed = hasher.count - _collect(hashed, cache, out, start)
     if hasher.count:
         out.timings.hash_wall = clock() - hasher.started
     return out
+
+
+def _collect(hashed: Done, cache: StatCache, out: _Outcome, start: float) -> int:
+    """The workers' results into ``out`` (and the cache), the largest file's timing; how many
+    files turned out to be missing."""
+    stats, digests, timings = out.stats, out.digests, out.timings
+    gone = 0
+    for key, digest, began, seconds, st in hashed:
+        if digest == _GONE:
+            out.missing.append(key)
+            gone += 1
+            continue
+        digests[key] = digest
+        if st is None:  # unreadable
+            continue
+        stats[key] = st
+        cache.put(key, st, digest)
+        if st.st_size > timings.largest_bytes:
+            timings.largest_path, timings.largest_bytes = key, st.st_size
+            timings.largest_seconds, timings.largest_start = seconds, began - start
+    out.missing.sort()
+    return gone
 
 
 def hash_files(items: list[tuple[str, Path, os.stat_result]], cache: StatCache,
@@ -427,6 +453,7 @@ def audit(target: Target, expected: ExpectedSource,
         orphan_findings.extend(_orphans(target, chosen, rows, wanted, cache, records_key))
         report.timings.orphans = clock() - begin
 
+    before_hashing = clock() - start
     outcome = stat_and_hash(((key, e.path, e.size) for key, e in entries.items()), cache,
                             workers or os.cpu_count() or 2, walk if orphans else None)
     report.files_checked, report.files_hashed = len(outcome.digests), outcome.hashed
@@ -454,6 +481,8 @@ def audit(target: Target, expected: ExpectedSource,
     orphan_time = report.timings.orphans
     report.timings = outcome.timings
     report.timings.records, report.timings.orphans = records_time, orphan_time
+    if report.timings.largest_bytes:
+        report.timings.largest_start += before_hashing
     report.timings.total = clock() - start
     return report
 
