@@ -1,6 +1,6 @@
 """Run the benchmark: each ascendpatch command against its named baseline, in the same run.
 
-    python bench/run.py [--repeat N] [--json FILE] [--skip-scale]
+    python bench/run.py [--repeat N] [--json FILE] [--skip-scale] [--only audit]
 
 Prints the machine it ran on (and its load), then one line per comparison: both medians (wall
 time, of N runs after one warm-up), their ratio, the same ratio in CPU time (user + sys of the
@@ -97,9 +97,10 @@ def load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def audit_json(tool: Sequence[str], *args: str) -> dict[str, object]:
+def audit_json(tool: Sequence[str], *args: str, env: dict[str, str] | None = None) \
+        -> dict[str, object]:
     out = subprocess.run([*tool, "--json", "audit", *args], capture_output=True, text=True,
-                         check=False).stdout
+                         check=False, env=env).stdout
     doc: dict[str, object] = json.loads(out)
     return doc
 
@@ -140,11 +141,43 @@ def where_time_goes(tool: Sequence[str], args: Sequence[str], top: int = 6) -> l
     return [f"total {total:.3f}s (profiled)", *(f"{name} {t:.3f}s" for name, t in best)]
 
 
+def others(pairs: dict[str, tuple[Sample, Sample]], applied: dict[str, tuple[float, float, int]],
+           profiles: dict[str, list[str]], tool: list[str], pip: list[str],
+           sandbox_tool: list[str], sandbox_pip: list[str], repeat: int) -> None:
+    """Every comparison but the audits': verify, apply, --version, and the profiles."""
+    pip_check = timed([*pip, "check"], repeat=repeat)
+    sandbox_check = timed([*sandbox_pip, "check"], repeat=repeat)
+    pairs["verify --no-probes / pip check"] = (timed([*tool, "verify", "--no-probes"],
+                                                     repeat=repeat), pip_check)
+    pairs["verify (probes) / pip check (bench env)"] = (timed([*tool, "verify"], repeat=repeat),
+                                                        pip_check)
+    pairs["verify (probes) / pip check (sandbox)"] = (timed([*sandbox_tool, "verify"],
+                                                            repeat=repeat), sandbox_check)
+    for name, who, check in (("bench env", tool, pip_check),
+                             ("sandbox", sandbox_tool, sandbox_check)):
+        first = _run([*who, "apply"], None)  # the real work, once
+        applied[name] = first
+        pairs[f"apply, nothing to do / pip check ({name})"] = (
+            timed([*who, "apply"], repeat=repeat), check)
+    profiles.update({
+        "apply (nothing to do), bench env": where_time_goes(tool, ["apply"]),
+        "verify (probes), bench env": where_time_goes(tool, ["verify"]),
+        "verify (probes), sandbox": where_time_goes(sandbox_tool, ["verify"]),
+    })
+    for who in (tool, sandbox_tool):
+        subprocess.run([*who, "revert"], stdout=subprocess.DEVNULL, check=False)
+    pairs["--version / pip --version"] = (
+        timed([sys.executable, "-m", "ascendpatch", "--version"], repeat=repeat),
+        timed([*pip, "--version"], repeat=repeat))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--only", choices=["audit"],
+                        help="only the audit comparisons and the critical path (to iterate)")
     args = parser.parse_args()
     repeat = args.repeat
     if repeat < 5:
@@ -165,12 +198,15 @@ def main() -> int:
     git_status = ["git", f"--git-dir={git_dir}", f"--work-tree={site}", "status",
                   "--porcelain"]
 
-    from ascendpatch import catalog
-    cache = catalog.cache_dir()
+    # The audits keep their caches in a folder of this run's own: another run on the same
+    # host (or a developer's audit) can neither warm nor drop them under us.
+    scratch = Path(tempfile.mkdtemp(prefix="ascendpatch-bench-"))
+    cache = scratch / "cache"
+    audit_env = dict(os.environ, ASCENDPATCH_CACHE=str(cache))
     drop_cache = [sys.executable, "-c", "import shutil; "
                   f"[shutil.rmtree({str(cache)!r} + '/' + d, ignore_errors=True) "
                   "for d in ('audit', 'introspect')]"]
-    listing = Path(tempfile.mkdtemp()) / "files"
+    listing = scratch / "files"
     count, size = record_files(site, listing)
     # The same files audit hashes, 1000 per sha256sum, 2 at a time.
     sha = ["sh", "-c", f"xargs -0 -P2 -n 1000 sha256sum < {listing} > /dev/null"]
@@ -182,37 +218,16 @@ def main() -> int:
 
     pairs: dict[str, tuple[Sample, Sample]] = {}
     pairs["audit cold / sha256sum -P2"] = (
-        timed([*tool, "audit", "--workers", "2"], drop_cache, repeat), timed(sha, repeat=repeat))
-    subprocess.run([*tool, "audit"], stdout=subprocess.DEVNULL, check=False)
-    repeat_audit = timed([*tool, "audit"], repeat=repeat)
+        timed([*tool, "audit", "--workers", "2"], drop_cache, repeat, audit_env),
+        timed(sha, repeat=repeat))
+    subprocess.run([*tool, "audit"], stdout=subprocess.DEVNULL, check=False, env=audit_env)
+    repeat_audit = timed([*tool, "audit"], repeat=repeat, env=audit_env)
     pairs["audit repeat / pip freeze"] = (repeat_audit, timed([*pip, "freeze"], repeat=repeat))
     pairs["audit repeat / git status"] = (repeat_audit, timed(git_status, repeat=repeat))
-    pip_check = timed([*pip, "check"], repeat=repeat)
-    sandbox_check = timed([*sandbox_pip, "check"], repeat=repeat)
-    pairs["verify --no-probes / pip check"] = (timed([*tool, "verify", "--no-probes"],
-                                                     repeat=repeat), pip_check)
-    pairs["verify (probes) / pip check (bench env)"] = (timed([*tool, "verify"], repeat=repeat),
-                                                        pip_check)
-    pairs["verify (probes) / pip check (sandbox)"] = (timed([*sandbox_tool, "verify"],
-                                                            repeat=repeat), sandbox_check)
-    applied = {}
-    for name, who, check in (("bench env", tool, pip_check),
-                             ("sandbox", sandbox_tool, sandbox_check)):
-        first = _run([*who, "apply"], None)  # the real work, once
-        applied[name] = first
-        pairs[f"apply, nothing to do / pip check ({name})"] = (
-            timed([*who, "apply"], repeat=repeat), check)
-    profiles = {
-        "apply (nothing to do), bench env": where_time_goes(tool, ["apply"]),
-        "verify (probes), bench env": where_time_goes(tool, ["verify"]),
-        "verify (probes), sandbox": where_time_goes(sandbox_tool, ["verify"]),
-    }
-    for who in (tool, sandbox_tool):
-        subprocess.run([*who, "revert"], stdout=subprocess.DEVNULL, check=False)
-    pairs["--version / pip --version"] = (
-        timed([sys.executable, "-m", "ascendpatch", "--version"], repeat=repeat),
-        timed([*pip, "--version"], repeat=repeat))
-
+    applied: dict[str, tuple[float, float, int]] = {}
+    profiles: dict[str, list[str]] = {}
+    if args.only is None:
+        others(pairs, applied, profiles, tool, pip, sandbox_tool, sandbox_pip, repeat)
     report: dict[str, object] = {"machine": machine(), "load_start": started}
     for name, (ours, base) in pairs.items():
         ratio, cpu_ratio = ours.wall / base.wall, ours.cpu / max(base.cpu, 1e-9)
@@ -228,17 +243,18 @@ def main() -> int:
 
     # The critical path of a cold audit: SHA-256 of the largest file cannot be split.
     subprocess.run(drop_cache, check=True)
-    cold = audit_json([*tool], "--workers", "2")
+    cold = audit_json([*tool], "--workers", "2", env=audit_env)
     t = cold.get("timings", {})
     assert isinstance(t, dict)
     print(f"\ncold audit critical path: largest file {t.get('largest_path')} "
           f"({int(t.get('largest_bytes', 0)) / 2**20:.0f} MiB) hashed in "
-          f"{t.get('largest_seconds'):.3f}s of {t.get('total'):.3f}s in audit() "
-          f"(RECORDs {t.get('records'):.3f}s, stat+queue {t.get('stat'):.3f}s, "
-          f"hashing wall {t.get('hash_wall'):.3f}s, orphan walk {t.get('orphans'):.3f}s, "
-          "in parallel with the hashing)")
+          f"{t.get('largest_seconds'):.3f}s of {t.get('total'):.3f}s in audit(), from "
+          f"{t.get('largest_start', 0.0):.3f}s on (RECORDs {t.get('records'):.3f}s, "
+          f"queue {t.get('stat'):.3f}s, hashing wall {t.get('hash_wall'):.3f}s, orphan walk "
+          f"{t.get('orphans'):.3f}s, in parallel with the hashing); the whole command "
+          f"{pairs['audit cold / sha256sum -P2'][0].wall:.3f}s")
     report["cold_audit_timings"] = t
-    warm = audit_json([*tool])
+    warm = audit_json([*tool], env=audit_env)
     w = warm.get("timings", {})
     assert isinstance(w, dict)
     git = pairs["audit repeat / git status"][1]
@@ -246,22 +262,24 @@ def main() -> int:
           f"audit() {w.get('total'):.3f}s, the whole command {repeat_audit.wall:.3f}s; "
           f"git status on the same tree {git.wall:.3f}s")
     report["repeat_audit_timings"] = w
-    print("\nwhere the time goes (one cProfile run each, cumulative):")
-    for name, lines in profiles.items():
-        print(f"  {name}: " + "; ".join(lines))
-    report["profiles"] = profiles
+    if profiles:
+        print("\nwhere the time goes (one cProfile run each, cumulative):")
+        for name, lines in profiles.items():
+            print(f"  {name}: " + "; ".join(lines))
+        report["profiles"] = profiles
 
-    if not args.skip_scale:
+    if not args.skip_scale and args.only is None:
         print("\nscale (--site-packages, hard-linked copies; cold = no cache; peak RSS of audit):")
         rows = []
         for times in (1, 2, 4):
             folder = build_env.scale(times)
             scaled = [sys.executable, "-m", "ascendpatch", "--site-packages", str(folder)]
-            doc = audit_json(scaled)
+            doc = audit_json(scaled, env=audit_env)
             files = int(str(doc.get("files_checked", 0)))
-            cold_s = timed([*scaled, "audit", "--workers", "2"], drop_cache, repeat)
-            subprocess.run([*scaled, "audit"], stdout=subprocess.DEVNULL, check=False)
-            warm_s = timed([*scaled, "audit"], repeat=repeat)
+            cold_s = timed([*scaled, "audit", "--workers", "2"], drop_cache, repeat, audit_env)
+            subprocess.run([*scaled, "audit"], stdout=subprocess.DEVNULL, check=False,
+                           env=audit_env)
+            warm_s = timed([*scaled, "audit"], repeat=repeat, env=audit_env)
             rows.append((times, files, cold_s, warm_s))
         base_files, base_cold, base_warm = rows[0][1], rows[0][2], rows[0][3]
         for times, files, cold_s, warm_s in rows:
@@ -278,7 +296,7 @@ def main() -> int:
     report["load_end"] = finished
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
-    shutil.rmtree(listing.parent, ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
