@@ -283,3 +283,45 @@ def test_record_sizes_only_order_the_work(tmp_path: Path) -> None:
                                                                   blobs.items()}
     assert outcome.timings.largest_path == "big-said-small"
     assert stat_and_hash(items, cache, workers=2).hashed == 0
+
+
+@pytest.fixture(scope="module")
+def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real venv (no pip: fast) with two distributions."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
+                                "print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    make_dist(site, "demo", "1.0", {"demo/__init__.py": "", "demo/mod.py": "a = 1\n"})
+    make_dist(site, "other", "2.0", {"other/__init__.py": "x = 1\n"})
+    return python
+
+
+def test_python_target_starts_its_interpreter_before_waiting_for_it(venv_python: Path,
+                                                                    tmp_path: Path) -> None:
+    """start_python returns while the interpreter is still held at a gate (it does not wait
+    for the report); the report comes when asked for, and the audit through --python finds
+    what --site-packages finds."""
+    from ascendpatch.env.target import start_python
+
+    gate = tmp_path / "gate"
+    held = tmp_path / "bin" / "python"
+    held.parent.mkdir()
+    held.write_text(f"#!/bin/sh\nfor _ in $(seq 1000); do [ -e {gate} ] && "  # 10 s at most:
+                    f"exec {venv_python} \"$@\"; sleep 0.01; done\nexit 1\n")  # no hang
+    held.chmod(0o755)
+    wait = start_python(held)  # returns although the interpreter cannot answer yet
+    gate.touch()
+    target = wait()
+    assert {"demo", "other"} <= set(target.distributions)
+    (target.root / "demo/mod.py").write_text("a = 2\n")
+    by_python = run_cli("--python", venv_python, "--json", "audit")
+    by_site = run_cli("--site-packages", target.root, "--json", "audit")
+    assert by_python.code == by_site.code == 1
+    assert [r["id"] for r in by_python.json["results"]] == ["file:demo/mod.py"]
+    assert by_python.json["results"] == by_site.json["results"]

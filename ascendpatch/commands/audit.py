@@ -1,8 +1,9 @@
 """``ascendpatch audit [--baseline FILE]``: every installed file against its RECORD.
 
-Only what the audit itself needs is imported up front: the manifest, the planner and the
-artifact kinds are loaded only when some file differs from its RECORD (to tell an expected
-change from an unexpected one), so a clean repeat audit stays a stat walk.
+Only what the audit itself needs is imported: the manifest, the planner and the artifact kinds
+are loaded only when some file differs from its RECORD (to tell an expected change from an
+unexpected one), so a clean repeat audit stays a stat walk. With ``--python`` the target
+interpreter is started first, and the audit's own modules load while it runs.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ascendpatch.commands.context import Context
-from ascendpatch.inspect.audit import AuditReport, audit
 from ascendpatch.results import CheckResult, CommandResult, Level
 
 if TYPE_CHECKING:
     from ascendpatch.env.target import Target
+    from ascendpatch.inspect.audit import AuditReport
 
 
 def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
@@ -74,6 +75,7 @@ def run_on(target: Target, make_context: Callable[[], Context], *,
            on_wait: Callable[[str], None] | None = None) -> CommandResult:
     """The audit of ``target``; ``make_context`` (the manifest) is called only when a file
     differs from its RECORD."""
+    from ascendpatch.inspect.audit import audit
     from ascendpatch.store.lock import target_lock
 
     base = _load_baseline(baseline) if baseline is not None else None
@@ -105,7 +107,15 @@ def from_args(args: Namespace) -> CommandResult:
     if (args.python is None and args.site_packages is None) or args.manifest != "default":
         # discovery reads the manifest's interpreters; a manifest named here is checked now
         return run(context.from_args(args), baseline=args.baseline, workers=args.workers)
-    target = context.target_from_args(args)
+    if args.python is not None and args.site_packages is None:
+        from ascendpatch.env.target import start_python
+
+        wait = start_python(args.python)  # the target interpreter runs ...
+        import ascendpatch.inspect.audit  # noqa: F401  (... while the audit's modules load)
+
+        target = wait()
+    else:
+        target = context.target_from_args(args)
 
     def make_context() -> Context:
         return Context(target=target, manifest=context.manifest_from_args(args),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -139,6 +139,14 @@ def introspection_script() -> str:
 
 def from_python(python: Path) -> Target:
     """Inspect a target interpreter with one subprocess; never imports the NPU stack."""
+    return start_python(python)()
+
+
+def start_python(python: Path) -> Callable[[], Target]:
+    """Start inspecting ``python`` and return at once; calling the result waits for the
+    Target. The caller loads what it needs meanwhile: the target interpreter's start-up (tens
+    of milliseconds) is then off its critical path. Nothing runs in the target when the cached
+    report still holds."""
     if not python.exists():
         raise TargetError(f"target interpreter {python} does not exist",
                           fix="pass --python with the path of the image's python")
@@ -147,19 +155,32 @@ def from_python(python: Path) -> Target:
     script = introspection_script()
     info = introcache.load(python, script)  # nothing runs in the target when nothing changed
     if info is not None:
-        return _target_from_report(python, info)
+        cached = _target_from_report(python, info)
+        return lambda: cached
     try:
-        info = inscript.run_json(python, script, timeout=INTROSPECT_TIMEOUT)
+        running = inscript.Running(python, script)
     except inscript.ScriptError as exc:
-        if not isinstance(exc, inscript.ScriptTimeout) and not _is_python(python):
-            raise TargetError(f"{python} is not a Python interpreter",
-                              fix="pass --python with the path of the image's python, e.g. "
-                                  "/usr/local/python3.12.13/bin/python3") from None
-        raise TargetError(f"target interpreter {python} failed to report its environment: "
-                          f"{str(exc)[:300]}", fix="it must be Python 3.8 or newer") from None
-    target = _target_from_report(python, info)
-    introcache.save(python, script, info)
-    return target
+        raise _failed(python, exc) from None
+
+    def wait() -> Target:
+        try:
+            report = running.json(timeout=INTROSPECT_TIMEOUT)
+        except inscript.ScriptError as exc:
+            raise _failed(python, exc) from None
+        target = _target_from_report(python, report)
+        introcache.save(python, script, report)
+        return target
+
+    return wait
+
+
+def _failed(python: Path, exc: inscript.ScriptError) -> TargetError:
+    if not isinstance(exc, inscript.ScriptTimeout) and not _is_python(python):
+        return TargetError(f"{python} is not a Python interpreter",
+                           fix="pass --python with the path of the image's python, e.g. "
+                               "/usr/local/python3.12.13/bin/python3")
+    return TargetError(f"target interpreter {python} failed to report its environment: "
+                       f"{str(exc)[:300]}", fix="it must be Python 3.8 or newer")
 
 
 def _is_python(python: Path) -> bool:
