@@ -10,12 +10,14 @@ import contextlib
 import errno
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from ascendpatch.errors import RefusedError, UnsafePathError
 
 TEMP_SUFFIX = ".ascendpatch-tmp"
+_T = TypeVar("_T")
 
 
 def temp_glob(path: Path) -> str:
@@ -109,15 +111,9 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None) 
                 mode = os.stat(path.name, dir_fd=dfd, follow_symlinks=False).st_mode & 0o7777
             except FileNotFoundError:
                 mode = 0o644
-        while True:
-            tmp = f".{path.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
-                             os.O_CLOEXEC, 0o600, dir_fd=dfd)
-                break
-            except FileExistsError:
-                continue
-        try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with _replacing(dfd, path.name, lambda tmp: os.open(tmp, flags, 0o600, dir_fd=dfd)) \
+                as fd:
             try:
                 view = memoryview(data)
                 while view:
@@ -127,14 +123,32 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None) 
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dfd)
-            raise
-        os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+@contextlib.contextmanager
+def _replacing(dfd: int, name: str, create: Callable[[str], _T]) -> Iterator[_T]:
+    """A temp entry beside ``name`` in the folder ``dfd``, under an unpredictable name, made by
+    ``create(temp name)``, which must fail with FileExistsError when the name is taken (and so
+    never follow or reuse what is there); the with-body finishes it; then it replaces ``name``
+    (os.replace) and the folder is fsynced. When anything fails the temp entry is removed: a
+    failure (a full disk) leaves no debris."""
+    while True:
+        tmp = f".{name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+        try:
+            made = create(tmp)
+            break
+        except FileExistsError:
+            continue
+    try:
+        yield made
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    os.fsync(dfd)
 
 
 def remove(path: Path, *, root: Path | None = None) -> None:
@@ -212,20 +226,9 @@ def symlink_atomic(path: Path, target: str, *, root: Path | None = None) -> None
 def _symlink_atomic(path: Path, target: str, root: Path | None) -> None:
     dfd = open_dir(path.parent, root)
     try:
-        while True:
-            tmp = f".{path.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
-            try:
-                os.symlink(target, tmp, dir_fd=dfd)  # fails (never follows) when the name exists
-                break
-            except FileExistsError:
-                continue
-        try:
-            os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dfd)
-            raise
-        os.fsync(dfd)
+        # os.symlink fails (never follows) when the name exists
+        with _replacing(dfd, path.name, lambda tmp: os.symlink(target, tmp, dir_fd=dfd)):
+            pass  # a link is complete once made
     finally:
         os.close(dfd)
 
