@@ -248,7 +248,8 @@ def main() -> int:
     assert isinstance(t, dict)
     print(f"\ncold audit critical path: largest file {t.get('largest_path')} "
           f"({int(t.get('largest_bytes', 0)) / 2**20:.0f} MiB) hashed in "
-          f"{t.get('largest_seconds'):.3f}s of {t.get('total'):.3f}s in audit(), from "
+          f"{t.get('largest_seconds'):.3f}s ({t.get('largest_cpu', 0.0):.3f}s of CPU) of "
+          f"{t.get('total'):.3f}s in audit(), from "
           f"{t.get('largest_start', 0.0):.3f}s on (RECORDs {t.get('records'):.3f}s, "
           f"queue {t.get('stat'):.3f}s, hashing wall {t.get('hash_wall'):.3f}s, orphan walk "
           f"{t.get('orphans'):.3f}s, in parallel with the hashing); the whole command "
