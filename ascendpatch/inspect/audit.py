@@ -70,7 +70,7 @@ class Timings:
     """Where a run's time went (seconds); the benchmark prints the critical path from these."""
 
     records: float = 0.0  # reading every RECORD
-    stat: float = 0.0  # the stat pass (and queueing files to hash)
+    stat: float = 0.0  # the stat pass and queueing files to hash (cold: queueing only)
     hash_wall: float = 0.0  # first file queued to last digest back
     largest_path: str = ""
     largest_bytes: int = 0
