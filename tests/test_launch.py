@@ -163,7 +163,7 @@ def test_repetition_penalty_elsewhere_is_legitimate(tmp_path: Path) -> None:
     result = run_cli("check-launch", "--config", config)
     assert result.code == 0, result.out
     assert "[SKIP] stage_args.0.default_sampling_params.repetition_penalty = 1.1: the " \
-           "repetition-penalty rule is for MiniCPM-o configs (field note 000 §3.1) only" \
+           "repetition-penalty rule is for MiniCPM-o configs only" \
         in result.out
     named = tmp_path / "deploy.yaml"  # the model named inside the config counts as well
     named.write_text(yaml.safe_dump({"model": "openbmb/MiniCPM-o-4_5", "stage_args": [

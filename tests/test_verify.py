@@ -121,7 +121,8 @@ def _probe_env(tmp_path: Path, vllm_ascend: str, npu_body: str) -> Path:
     (torch_npu_body(import_error=LIBHCCL_ERROR),
      "[FAIL] CANN environment not loaded (ImportError: libhccl.so: cannot open shared object "
      "file: No such file or directory); fix: source /usr/local/Ascend/ascend-toolkit/set_env.sh "
-     "and /usr/local/Ascend/nnal/atb/set_env.sh in this shell (field note 003, pitfall 3)"),
+     "and /usr/local/Ascend/nnal/atb/set_env.sh in the shell that runs Python (processes "
+     "inherit them)"),
 ])
 def test_operator_probe_lines(tmp_path: Path, body: str, expected: str) -> None:
     python = _probe_env(tmp_path, "0.23.0", body)

@@ -52,7 +52,8 @@ def run(url: str, model: str | None = None, timeout: float = 60.0, wait: float =
         results.append(CheckResult(
             "model-id", "smoke", Level.FAIL,
             f"model {printable(model)!r} is not what the server exposes ({shown}): clients "
-            f"asking for it get 404 (field note 000 §2.1); fix: use one of those ids, or start "
+            f"asking for it get 404 (a server exposes its model path unless --served-model-name is "
+            f"set); fix: use one of those ids, or start "
             f"the server with --served-model-name {printable(model)}"))
     if chosen is None:
         results.append(CheckResult("chat", "smoke", Level.FAIL, "the server lists no model"))

@@ -175,7 +175,7 @@ def _quantization(argv: Sequence[str], folder: Path,
             return Verdict("quantization-ascend", False,
                            f"quantization-ascend: {folder} is served, but {QUANT_FILE} is in "
                            f"{nested[0]}: serve that folder, the one with the W8A8 weights "
-                           "(field note 003: weights/)")
+                           "(the deploy package keeps them in weights/)")
         if value == "ascend":
             return Verdict("quantization-ascend", False,
                            f"quantization-ascend: --quantization ascend, but {folder} holds no "
@@ -197,7 +197,7 @@ def _quantization(argv: Sequence[str], folder: Path,
                        "is not given; no installed vllm-ascend was found to tell whether it "
                        "detects the file by itself (pass --python or --site-packages): add "
                        "--quantization ascend, else the weights may load as BF16 and run out "
-                       "of NPU memory (field note 003, pitfall 4)")
+                       "of NPU memory (twice the size of W8A8)")
     if found.detects:
         return Verdict("quantization-ascend", True,
                        f"quantization-ascend: no --quantization, and none is needed: the "
@@ -207,7 +207,7 @@ def _quantization(argv: Sequence[str], folder: Path,
                    f"quantization-ascend: {folder} holds {QUANT_FILE} but --quantization "
                    f"ascend is missing, and the installed vllm-ascend {found.version} does not "
                    f"detect the file by itself ({found.evidence}): the weights would load as "
-                   "BF16 and run out of NPU memory (field note 003, pitfall 4)")
+                   "BF16, twice the size of W8A8, and run out of NPU memory")
 
 
 def check_command(argv: Sequence[str], model_dir: Path | None,

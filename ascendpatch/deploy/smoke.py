@@ -224,7 +224,7 @@ def _engine_died(endpoint: Endpoint, model: str) -> str | None:
     return (f"EngineCore died on the top_p request: POST /v1/chat/completions with top_p=0.9 "
             f"for {printable(model)!r} answered 500 with an empty body, then GET /v1/models "
             f"failed; the fused top-k/top-p operator is missing or failed on this host "
-            f"(field note 003, pitfall 1); fix: {FIX_TOP_P}")
+            f"(vllm-ascend selects it with no check); fix: {FIX_TOP_P}")
 
 
 def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
@@ -242,8 +242,8 @@ def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
     took = answer.seconds
     if answer.status == 404:
         return Step(False, f"POST /v1/chat/completions: 404 for model {printable(model)!r}: the "
-                           "request's model id must be the id the server exposes (field note "
-                           "000 §2.1)", took)
+                           "request's model id must be the id the server exposes (its model "
+                           "path unless --served-model-name is set)", took)
     if answer.status == 500 and not answer.body.strip():
         died = _engine_died(endpoint, model)
         if died:

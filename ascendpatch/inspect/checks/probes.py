@@ -67,7 +67,7 @@ def explain_import_error(error: str, target: Target) -> str:
         return f"ATB environment not loaded ({error}); fix: source {ATB_SETENV}"
     if any(lib in error for lib in ("libhccl.so", "libascendcl.so", "libascend_hal.so")):
         return (f"CANN environment not loaded ({error}); fix: source {TOOLKIT_SETENV} and "
-                f"{ATB_SETENV} in this shell (field note 003, pitfall 3)")
+                f"{ATB_SETENV} in the shell that runs Python (processes inherit them)")
     pair = torch_pair_problem(target)
     if pair:
         return f"{pair} ({error}); fix: ascendpatch install restores the stack's pair"
