@@ -89,8 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ascendpatch import output, progress
 
     reporter = output.ConsoleReporter(color=args.color, verbose=args.verbose, quiet=args.quiet,
-                                      as_json=args.json, show_diff=_show_diff(args),
-                                      invocation=_invocation(args))
+                                      as_json=args.json, invocation=_invocation(args))
     with progress.reporting(reporter):
         return _run(args, argv, reporter)
 
@@ -105,10 +104,6 @@ def _invocation(args: argparse.Namespace) -> str:
     if getattr(args, "manifest", "default") != "default":
         words += ["--manifest", str(args.manifest)]
     return shlex.join(words)
-
-
-def _show_diff(args: argparse.Namespace) -> bool:
-    return args.command == "plan" or bool(getattr(args, "diff", False))
 
 
 def _run(args: argparse.Namespace, argv: Sequence[str] | None,
@@ -134,9 +129,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str] | None,
                      exit_code=EXIT_UNEXPECTED, as_json=as_json, color=color, log_path=log)
         return EXIT_UNEXPECTED
     try:
-        output.render(result, as_json=as_json, color=color, show_diff=_show_diff(args),
-                      quiet=args.quiet, shown=frozenset(reporter.shown),
-                      invocation=reporter.invocation)
+        output.render(result, as_json=as_json, color=color, quiet=args.quiet,
+                      shown=frozenset(reporter.shown), invocation=reporter.invocation)
         sys.stdout.flush()
     except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
         output.silence_stdout()

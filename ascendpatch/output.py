@@ -90,7 +90,7 @@ def line(level: Level, text: str, *, color: str = "auto", stream: IO[str] | None
 
 
 def render(result: CommandResult, *, as_json: bool, color: str,
-           stream: IO[str] | None = None, show_diff: bool = False, quiet: bool = False,
+           stream: IO[str] | None = None, quiet: bool = False,
            shown: frozenset[int] = frozenset(), invocation: str = "ascendpatch") -> None:
     """The whole result; ``shown`` holds id()s of items already streamed by the reporter;
     hints ("run: ascendpatch apply X") repeat ``invocation`` (the --python / --manifest given)."""
@@ -111,7 +111,7 @@ def render(result: CommandResult, *, as_json: bool, color: str,
             continue
         if table is not None and item.level is Level.OK:
             continue  # on a terminal the table says it
-        render_item(console, item, show_diff, invocation)
+        render_item(console, item, result.show_diff, invocation)
     fleet = result.extra.get("fleet")
     if isinstance(fleet, dict):
         fleet_table(fleet, out, color)
@@ -313,11 +313,9 @@ class ConsoleReporter:
     as they are reported (not with --json), and remembered so the final render skips them."""
 
     def __init__(self, *, color: str, verbose: bool = False, quiet: bool = False,
-                 as_json: bool = False, show_diff: bool = False,
-                 invocation: str = "ascendpatch") -> None:
+                 as_json: bool = False, invocation: str = "ascendpatch") -> None:
         self.color = color
         self.invocation = invocation
-        self.show_diff = show_diff
         self.verbose = verbose
         self.quiet = quiet
         self.as_json = as_json
@@ -379,14 +377,14 @@ class ConsoleReporter:
             for row in text.rstrip("\n").splitlines():
                 console.print(f"[dim]  {_escape(row)}[/]")
 
-    def item(self, item: Item) -> None:
+    def item(self, item: Item, show_diff: bool = False) -> None:
         if self.as_json or self.reader_gone:
             return
         self.shown.add(id(item))
         if self.quiet and item.level not in _PROBLEMS:
             return
         try:
-            render_item(_console(None, self.color), item, self.show_diff, self.invocation)
+            render_item(_console(None, self.color), item, show_diff, self.invocation)
             sys.stdout.flush()
         except BrokenPipeError:  # `ascendpatch apply | head -1`: the command goes on, quietly
             self.reader_gone = True

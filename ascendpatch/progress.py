@@ -26,7 +26,7 @@ class Reporter(Protocol):
 
     def output(self, text: str) -> None: ...
 
-    def item(self, item: Item) -> None: ...
+    def item(self, item: Item, show_diff: bool) -> None: ...
 
 
 _reporter: Reporter | None = None
@@ -66,7 +66,8 @@ def output(text: str) -> None:
         _reporter.output(text)
 
 
-def item(result: Item) -> None:
-    """A final result, shown as it happens (the end-of-command rendering skips it)."""
+def item(result: Item, *, show_diff: bool = False) -> None:
+    """A final result, shown as it happens (the end-of-command rendering skips it);
+    ``show_diff``: what the command's result will say (plan, apply --diff)."""
     if _reporter is not None:
-        _reporter.item(result)
+        _reporter.item(result, show_diff)

@@ -71,6 +71,7 @@ class CommandResult:
     exit_code_override: int | None = None
     extra: dict[str, object] = field(default_factory=dict)
     payload: str | None = None  # `-o -`: the document itself goes to stdout, the lines to stderr
+    show_diff: bool = False  # plan, apply --diff: details and diffs shown for every item
 
     @property
     def ok(self) -> bool:

@@ -36,16 +36,17 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = Fa
                                       batch=batch))
             if batch.touches(plan):
                 waiting.add(id(results[-1]))
-            _stream(results, shown, waiting, diffs)
+            _stream(results, shown, waiting, diffs, diff)
         batch.flush(results)
-        _stream(results, shown, set(), diffs)
+        _stream(results, shown, set(), diffs, diff)
     command = "apply --dry-run" if dry_run else "apply"
     code = pending_exit_code(results) if dry_run else None
-    return CommandResult(command, tuple(results), tuple(session.notes), exit_code_override=code)
+    return CommandResult(command, tuple(results), tuple(session.notes), exit_code_override=code,
+                         show_diff=diff)
 
 
 def _stream(results: list[ArtifactResult], shown: set[int], waiting: set[int],
-            diffs: dict[str, str]) -> None:
+            diffs: dict[str, str], show_diff: bool) -> None:
     """Show each result as soon as it is final (a batched one once the batch is committed)."""
     for index, result in enumerate(results):
         if id(result) in shown or id(result) in waiting:
@@ -53,7 +54,7 @@ def _stream(results: list[ArtifactResult], shown: set[int], waiting: set[int],
         if result.status is Status.APPLIED and diffs.get(result.id):
             result = results[index] = replace(result, diff=diffs.pop(result.id))
         shown.add(id(result))
-        progress.item(result)
+        progress.item(result, show_diff=show_diff)
 
 
 def from_args(args: Namespace) -> CommandResult:

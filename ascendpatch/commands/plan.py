@@ -17,7 +17,7 @@ def run(ctx: Context, ids: list[str], *, force: bool = False) -> CommandResult:
         results = tuple(apply_artifact(evaluate(a, k), session.store, force=force, dry_run=True)
                         for a, k in prepared)
     return CommandResult("plan", results, tuple(session.notes),
-                         exit_code_override=pending_exit_code(results))
+                         exit_code_override=pending_exit_code(results), show_diff=True)
 
 
 def from_args(args: Namespace) -> CommandResult:
