@@ -31,8 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sys.stdout.write(script(args[0]))
     except ImportError:
-        sys.stderr.write("[FAIL] shell completion needs shtab: pip install "
-                         "'ascendpatch[completion]'\n")
+        from ascendpatch.output import plain_line
+        from ascendpatch.results import Level
+
+        sys.stderr.write(plain_line(Level.FAIL, "shell completion needs shtab: pip install "
+                                                "'ascendpatch[completion]'") + "\n")
         return 1
     return 0
 

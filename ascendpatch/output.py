@@ -30,6 +30,34 @@ JSON_FORMAT = 1
 _STYLE = {Level.OK: "green", Level.SKIP: "cyan", Level.WARN: "yellow", Level.FAIL: "bold red"}
 _PROBLEMS = (Level.WARN, Level.FAIL)
 
+# One line of output: spans of (text, rich style or None). The plain writer joins the texts; the
+# colour writer builds a rich Text from them. No markup is ever parsed, so nothing is escaped.
+Span = tuple[str, str | None]
+Line = tuple[Span, ...]
+
+
+def prefix(level: Level) -> str:
+    """The greppable prefix of a line: the one place a Level becomes "[OK]", "[FAIL]", ..."""
+    return f"[{level.value}]"
+
+
+def level_line(level: Level, text: str) -> Line:
+    """"[OK] text", the prefix in the level's colour."""
+    return ((prefix(level), _STYLE[level]), (" " + text, None))
+
+
+def plain_line(level: Level, text: str) -> str:
+    """The same line without colour (stderr messages written before any console exists)."""
+    return "".join(part for part, _ in level_line(level, safe(text)))
+
+
+def safe(text: str) -> str:
+    """One line as it may reach a terminal: escape sequences, other control characters,
+    bidirectional overrides and newlines become visible text (see deploy/text.py)."""
+    from ascendpatch.deploy.text import printable
+
+    return printable(text)
+
 
 class _Plain:
     """Logs, pipes and --color never: plain lines, without importing rich at all."""
@@ -37,14 +65,39 @@ class _Plain:
     def __init__(self, stream: IO[str] | None) -> None:
         self.stream = stream
 
-    def print(self, markup: str) -> None:
-        (self.stream or sys.stdout).write(_strip_markup(markup) + "\n")
+    def line(self, spans: Line) -> None:
+        (self.stream or sys.stdout).write(safe("".join(text for text, _ in spans)) + "\n")
+
+    def table(self, table: Any) -> None:
+        del table  # tables are for terminals; a pipe gets the lines (and the summary)
 
 
-def _strip_markup(markup: str) -> str:
-    text = re.sub(r"(?<!\\)\[/?[a-z ]*\]", "", markup)
-    return re.sub(r"(\\*)\\\[(?=([a-z#/@])?)",  # undoes _escape
-                  lambda m: m.group(1)[:len(m.group(1)) // (2 if m.group(2) else 1)] + "[", text)
+class _Rich:
+    """A terminal (or forced colour): each line a rich Text built from its styled spans."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        from rich.console import Console  # imported here: keep start-up fast
+
+        self.console = Console(file=stream, force_terminal=True, no_color=False, highlight=False,
+                               soft_wrap=True, emoji=False)
+
+    def line(self, spans: Line) -> None:
+        self.console.print(_text(spans))
+
+    def table(self, table: Any) -> None:
+        self.console.print(table)
+
+
+def _text(spans: Line) -> Any:
+    from rich.text import Text
+
+    text = Text()
+    for part, style in spans:
+        text.append(safe(part), style=style)
+    return text
+
+
+Writer = _Plain | _Rich
 
 
 def use_color(color: str, stream: IO[str] | None) -> bool:
@@ -58,14 +111,11 @@ def use_color(color: str, stream: IO[str] | None) -> bool:
     return _isatty(stream or sys.stdout)
 
 
-def _console(stream: IO[str] | None, color: str) -> Any:
+def _console(stream: IO[str] | None, color: str) -> Writer:
     """stream None: sys.stdout as it is at each write (rich's live display may redirect it)."""
     if not use_color(color, stream):
         return _Plain(stream)
-    from rich.console import Console  # imported here: keep start-up fast
-
-    return Console(file=stream, force_terminal=True, no_color=False, highlight=False,
-                   soft_wrap=True, emoji=False)
+    return _Rich(stream)
 
 
 def _isatty(stream: IO[str]) -> bool:
@@ -75,18 +125,8 @@ def _isatty(stream: IO[str]) -> bool:
         return False
 
 
-def _escape(text: str) -> str:
-    """Text shown as is: every "[" escaped, and backslashes just before it doubled (else
-    "\\[link=...]" from a server would end the escape and open a rich tag or OSC 8 link)."""
-    import re
-
-    text = re.sub(r"(\\*)\[(?=[a-z#/@])", lambda m: m.group(1) * 2 + "[", text)  # rich's rule
-    return text.replace("[", "\\[")
-
-
 def line(level: Level, text: str, *, color: str = "auto", stream: IO[str] | None = None) -> None:
-    console = _console(stream or sys.stdout, color)
-    console.print(f"[{_STYLE[level]}]\\[{level.value}][/] {_escape(text)}")
+    _console(stream or sys.stdout, color).line(level_line(level, text))
 
 
 def render(result: CommandResult, *, as_json: bool, color: str,
@@ -104,7 +144,7 @@ def render(result: CommandResult, *, as_json: bool, color: str,
         out = sys.stderr
     console = _console(stream if result.payload is None else out, color)
     for note in result.notes:
-        console.print(f"[{_STYLE[Level.WARN]}]\\[WARN][/] {_escape(hint(note, invocation))}")
+        console.line(level_line(Level.WARN, hint(note, invocation)))
     table = _matrix_table(result) if not isinstance(console, _Plain) else None
     for item in result.results:
         if id(item) in shown or (quiet and item.level not in _PROBLEMS):
@@ -116,9 +156,10 @@ def render(result: CommandResult, *, as_json: bool, color: str,
     if isinstance(fleet, dict):
         fleet_table(fleet, out, color)
     if table is not None:
-        console.print(table)
+        console.table(table)
     elif result.summary and not quiet:
-        console.print(_escape(result.summary))
+        for text in result.summary.split("\n"):
+            console.line(((text, None),))
     _render_recap(_console(sys.stderr, color), result, quiet)
 
 
@@ -130,7 +171,7 @@ def hint(text: str, invocation: str) -> str:
 
     names = "|".join(re.escape(c.name) for c in COMMANDS)
 
-    def prefix(match: re.Match[str]) -> str:
+    def target(match: re.Match[str]) -> str:
         if match.group(1) in _TARGETED:
             return invocation + " "
         words = shlex.split(invocation)  # a command without a target: only --manifest
@@ -139,7 +180,7 @@ def hint(text: str, invocation: str) -> str:
                 and (i == 0 or words[i - 1] not in ("--python", "--site-packages"))]
         return shlex.join(keep) + " "
 
-    return re.sub(rf"(?<![\w/.-])ascendpatch (?=({names})\b)", prefix, text)
+    return re.sub(rf"(?<![\w/.-])ascendpatch (?=({names})\b)", target, text)
 
 
 # Commands that act on a target (--python / --site-packages); the others only take --manifest.
@@ -147,30 +188,33 @@ _TARGETED = frozenset({"apply", "plan", "revert", "status", "verify", "install",
                        "snapshot", "audit", "capture"})
 
 
-def render_item(console: Any, item: Item, show_diff: bool,
+def render_item(console: Writer, item: Item, show_diff: bool,
                 invocation: str = "ascendpatch") -> None:
-    message = hint(item.message, invocation)
-    console.print(f"[{_STYLE[item.level]}]\\[{item.level.value}][/] {_escape(message)}")
+    for spans in item_lines(item, show_diff, invocation):
+        console.line(spans)
+
+
+def item_lines(item: Item, show_diff: bool, invocation: str = "ascendpatch") -> list[Line]:
+    """The item's line, then (for problems, or when diffs are shown) its details and diff."""
+    lines = [level_line(item.level, hint(item.message, invocation))]
     if item.level in _PROBLEMS or show_diff:
-        for detail in item.details:
-            for text in detail.splitlines():
-                console.print(f"    {_escape(text)}")
+        lines += [(("    " + text, None),) for detail in item.details
+                  for text in detail.splitlines()]
     if show_diff and isinstance(item, ArtifactResult) and item.diff:
-        for text in item.diff.rstrip("\n").splitlines():
-            console.print(_diff_line(text))
+        lines += [_diff_line(text) for text in item.diff.rstrip("\n").splitlines()]
+    return lines
 
 
-def _diff_line(text: str) -> str:
+def _diff_line(text: str) -> Line:
     """Unified-diff colours: headers bold, hunks cyan, removals red, additions green."""
-    escaped = _escape(text)
-    for prefix, style in (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"),
-                          ("-", "red")):
-        if text.startswith(prefix):
-            return f"[{style}]{escaped}[/]"
-    return escaped
+    for start, style in (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"),
+                         ("-", "red")):
+        if text.startswith(start):
+            return ((text, style),)
+    return ((text, None),)
 
 
-def _render_recap(console: Any, result: CommandResult, quiet: bool) -> None:
+def _render_recap(console: Writer, result: CommandResult, quiet: bool) -> None:
     """On stderr, like the other summaries: stdout keeps one greppable line per artifact."""
     if not result.command.startswith(("apply", "revert")):
         return
@@ -179,7 +223,7 @@ def _render_recap(console: Any, result: CommandResult, quiet: bool) -> None:
         return
     style = "bold red" if recap["failed"] else "green"
     counts = " ".join(f"{key}={value}" for key, value in recap.items())
-    console.print(f"[{style}]recap:[/] {counts}")
+    console.line((("recap:", style), (" " + counts, None)))
 
 
 _VERDICT_STYLE = {"applies": "green", "not needed": "cyan", "conflict": "bold red"}
@@ -192,16 +236,18 @@ def _matrix_table(result: CommandResult) -> Any:
         return None
     from packaging.version import Version
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="diff artifacts x vllm-ascend releases")
     table.add_column("release")
     for artifact_id in matrix:
-        table.add_column(str(artifact_id))
+        table.add_column(Text(safe(str(artifact_id))))
     versions = sorted({v for row in matrix.values() for v in row}, key=Version)
     for version in versions:
         cells = [str(row.get(version, "")) for row in matrix.values()]
-        table.add_row(version, *[f"[{_VERDICT_STYLE.get(c.split(' (')[0], 'yellow')}]"
-                                 f"{_escape(c)}[/]" for c in cells])
+        table.add_row(Text(safe(version)),
+                      *[Text(safe(c), style=_VERDICT_STYLE.get(c.split(" (")[0], "yellow"))
+                        for c in cells])
     return table
 
 
@@ -212,21 +258,23 @@ def fleet_table(doc: dict[str, Any], stream: IO[str], color: str) -> None:
     """fleet-report: hosts x (stack pins, artifacts, files, drift count), outliers in red."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     plain = color == "never" or (color == "auto" and not _isatty(stream))
-    table = Table(title=f"fleet against the {doc['baseline']['source']}", show_lines=False)
+    table = Table(title=Text(safe(f"fleet against the {doc['baseline']['source']}")),
+                  show_lines=False)
     table.add_column("host")
     for check in doc["columns"]:
-        table.add_column(check.split(":", 1)[-1])
+        table.add_column(Text(safe(check.split(":", 1)[-1])))
     table.add_column("drift", justify="right")
     for host in doc["hosts"]:
         style = {"ok": "green", "outlier": "yellow", "drift": "bold red",
                  "missing": "magenta"}[host["status"]]
         if host["status"] == "missing":
-            cells = ["missing"] * len(doc["columns"])
+            cells = [Text("missing")] * len(doc["columns"])
         else:
-            cells = [f"[{_CELL[c['level']]}]{_escape(c['value'])}[/]" for c in host["cells"]]
-        table.add_row(f"[{style}]{_escape(host['host'])}[/]", *cells,
+            cells = [Text(safe(c["value"]), style=_CELL[c["level"]]) for c in host["cells"]]
+        table.add_row(Text(safe(host["host"]), style=style), *cells,
                       "-" if host["status"] == "missing" else str(host["drift"]))
     Console(file=stream, no_color=plain, force_terminal=True if color == "always" else None,
             highlight=False, width=max(100, 14 * (len(doc["columns"]) + 2))).print(table)
@@ -333,7 +381,7 @@ class ConsoleReporter:
     @contextmanager
     def _task(self, label: str, total: int | None) -> Iterator[Any]:
         live = self._start()
-        task_id = live.add_task(_escape(label), total=total)
+        task_id = live.add_task(safe(label), total=total)
         self._depth += 1
         try:
             yield lambda count: live.advance(task_id, count)
@@ -357,25 +405,27 @@ class ConsoleReporter:
             )
 
             console = Console(file=sys.stderr, force_terminal=True, highlight=False)
-            self._live = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+            self._live = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
                                   BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                   console=console, transient=True,
                                   redirect_stdout=_isatty(sys.stdout), redirect_stderr=False)
             self._live.start()
         return self._live
 
-    def _stderr(self) -> Any:
-        return self._live.console if self._live is not None else _console(sys.stderr, self.color)
+    def _stderr(self, spans: Line) -> None:
+        if self._live is not None:
+            self._live.console.print(_text(spans))
+        else:
+            _console(sys.stderr, self.color).line(spans)
 
     def command(self, argv: Sequence[str]) -> None:
         if self.verbose:
-            self._stderr().print(f"[dim]$ {_escape(shlex.join(argv))}[/]")
+            self._stderr((("$ " + shlex.join(argv), "dim"),))
 
     def output(self, text: str) -> None:
         if self.verbose:
-            console = self._stderr()
             for row in text.rstrip("\n").splitlines():
-                console.print(f"[dim]  {_escape(row)}[/]")
+                self._stderr((("  " + row, "dim"),))
 
     def item(self, item: Item, show_diff: bool = False) -> None:
         if self.as_json or self.reader_gone:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import io
+import re
+from pathlib import Path
 
 from ascendpatch import output
-from ascendpatch.results import ArtifactResult, CommandResult, Level, Status
+from ascendpatch.results import ArtifactResult, CheckResult, CommandResult, Level, Status
+
+PACKAGE = Path(output.__file__).parent
 
 DIFF = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
 
@@ -28,3 +33,59 @@ def test_the_result_says_whether_its_diffs_are_shown() -> None:
                      "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n")
     hidden = _plain(CommandResult("plan", (_pending(),)))
     assert hidden == "[WARN] fix: would be applied\n    hunk 1 applies\n"
+
+
+def _coloured(result: CommandResult) -> str:
+    out = io.StringIO()
+    output.render(result, as_json=False, color="always", stream=out)
+    return out.getvalue()
+
+
+MARKUP = "x [bold]y[/] \\[red] [link=http://evil.example]z[/link] \\\\[b]"
+
+
+def test_text_that_looks_like_markup_is_shown_as_is_in_both_modes() -> None:
+    """Lines are styled spans, never parsed markup: nothing to escape, nothing to unescape."""
+    item = CheckResult("c", "probe", Level.FAIL, MARKUP, details=(MARKUP,))
+    result = CommandResult("verify", (item,), notes=(MARKUP,), summary=MARKUP)
+    expected = f"[WARN] {MARKUP}\n[FAIL] {MARKUP}\n    {MARKUP}\n{MARKUP}\n"
+    assert _plain(result) == expected
+    coloured = _coloured(result)
+    assert "\x1b]8;" not in coloured  # no OSC 8 hyperlink was opened
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == expected
+    assert "\x1b[1;31m[FAIL]\x1b[0m" in coloured and "\x1b[33m[WARN]\x1b[0m" in coloured
+
+
+def test_escape_sequences_and_newlines_are_neutralised_on_every_line() -> None:
+    """A message cannot colour the terminal, set its title or start a forged [OK] line."""
+    evil = "a\x1b]0;pwned\x07\x1b[2Jb\n[OK] forged \u202e"
+    item = CheckResult("c", "probe", Level.FAIL, evil, details=("d\x1b[31m",))
+    result = CommandResult("verify", (item,), notes=(evil,))
+    for shown in (_plain(result), re.sub(r"\x1b\[[0-9;]*m", "", _coloured(result))):
+        assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
+        assert "\n[OK]" not in shown
+        assert "a\\x1b]0;pwned\\x07\\x1b[2Jb\\x0a[OK] forged \\u202e" in shown
+        assert "    d\\x1b[31m\n" in shown
+
+
+def test_the_prefix_of_a_level_is_made_in_one_place() -> None:
+    assert [output.prefix(level) for level in Level] == ["[OK]", "[SKIP]", "[WARN]", "[FAIL]"]
+    assert output.plain_line(Level.SKIP, "x") == "[SKIP] x"
+
+
+def test_no_other_module_writes_a_level_prefix() -> None:
+    """Every line that starts "[OK]"/"[FAIL]"/... comes from output.prefix (help text that
+    names the prefixes, "show only [FAIL] and [WARN] lines", is prose, not a line)."""
+    pattern = re.compile(r"(^|\n)\[(OK|SKIP|WARN|FAIL)\] ")
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "output.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        found += [f"{path.name}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and id(node) not in docstrings and pattern.search(node.value)]
+    assert found == []
