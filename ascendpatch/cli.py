@@ -31,17 +31,16 @@ if TYPE_CHECKING:
 class _Parser(argparse.ArgumentParser):
     json_errors = False  # set by main() when --json was given: usage errors as JSON too
     command_hint: str | None = None  # the command named on the line, for those JSON errors
+    color = "auto"  # --color as given on the line (the usage error comes before parsing ends)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        if _Parser.json_errors:
-            from ascendpatch import output
+        from ascendpatch import output
 
-            command = self.prog.split(" ", 1)[1] if " " in self.prog else _Parser.command_hint
-            output.error(f"{self.prog}: {message}", command=command, exit_code=EXIT_USAGE,
-                         as_json=True, color="never")
-            raise SystemExit(EXIT_USAGE)
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"[FAIL] {self.prog}: {message}\n")
+        if not _Parser.json_errors:
+            self.print_usage(sys.stderr)
+        command = self.prog.split(" ", 1)[1] if " " in self.prog else _Parser.command_hint
+        output.error(f"{self.prog}: {message}", command=command, exit_code=EXIT_USAGE,
+                     as_json=_Parser.json_errors, color=_Parser.color)
         raise SystemExit(EXIT_USAGE)
 
 
@@ -80,11 +79,24 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return "--json" in (words[:words.index("--")] if "--" in words else words)
 
 
+def _given_color(argv: Sequence[str]) -> str:
+    """--color X / --color=X among the options, for messages written before parsing ends."""
+    words = list(argv)
+    words = words[:words.index("--")] if "--" in words else words
+    for index, word in enumerate(words):
+        if word.startswith("--color="):
+            return word.split("=", 1)[1]
+        if word == "--color" and index + 1 < len(words):
+            return words[index + 1]
+    return "auto"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     _Parser.json_errors = _wants_json(words)
     names = {command.name for command in cliargs.COMMANDS}
     _Parser.command_hint = next((word for word in words if word in names), None)
+    _Parser.color = _given_color(words)
     args = build_parser().parse_args(argv)
     from ascendpatch import output, progress
 
@@ -119,7 +131,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str] | None,
                      color=color)
         return exc.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write(f"[FAIL] {_interrupted(args.command)}\n")
+        output.error(_interrupted(args.command), command=args.command,
+                     exit_code=EXIT_INTERRUPTED, as_json=as_json, color=color)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the error boundary: a bug, not a user error
         from ascendpatch import crashlog

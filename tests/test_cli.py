@@ -1,0 +1,79 @@
+"""The CLI shell: every way a run can end goes through the renderer, so --json always gets JSON."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.kit import run_process
+
+
+@pytest.mark.parametrize("args", [
+    ("--json", "smoke"),  # a required option missing
+    ("smoke", "--json", "--url", "ftp://127.0.0.1"),  # a value refused by the command
+    ("--json", "no-such-command"),
+    ("--json", "apply", "--no-such-option"),
+])
+def test_a_usage_error_with_json_is_a_json_document(args: tuple[str, ...]) -> None:
+    run = run_process(*args, timeout=60)
+    assert run.code == 2, run.err
+    doc = json.loads(run.out)
+    assert (doc["ok"], doc["exit_code"], doc["results"]) == (False, 2, [])
+    assert doc["error"]["message"] and doc["command"] in (None, args[0], args[1])
+    assert run.err == ""  # no usage text or [FAIL] line beside the document
+
+
+def test_a_usage_error_without_json_is_a_fail_line_after_the_usage() -> None:
+    run = run_process("smoke", timeout=60)
+    assert run.code == 2 and run.out == ""
+    usage, fail = run.err.splitlines()[0], run.err.splitlines()[-1]
+    assert usage.startswith("usage: ascendpatch smoke")
+    assert fail.startswith("[FAIL] ascendpatch smoke: ") and "--url" in fail
+
+
+@pytest.fixture
+def silent_server() -> Iterator[socket.socket]:
+    """A 127.0.0.1 port that accepts connections and never answers."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        server.settimeout(60)
+        yield server
+
+
+def _interrupted_smoke(server: socket.socket, *options: str) -> subprocess.CompletedProcess[str]:
+    """Start a real smoke run, wait until its request is in flight, then Ctrl-C it."""
+    port = server.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "ascendpatch", *options, "smoke", "--url",
+                             f"http://127.0.0.1:{port}", "--timeout", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        connection, _ = server.accept()  # the command is now waiting for an answer
+        with connection:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_ctrl_c_with_json_is_a_json_document_and_exit_130(silent_server: socket.socket) -> None:
+    done = _interrupted_smoke(silent_server, "--json")
+    assert done.returncode == 130, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["command"], doc["ok"], doc["exit_code"]) == ("smoke", False, 130)
+    assert doc["error"]["message"].startswith("interrupted")
+    assert "Traceback" not in done.stderr
+
+
+def test_ctrl_c_without_json_is_a_fail_line(silent_server: socket.socket) -> None:
+    done = _interrupted_smoke(silent_server, "--color", "never")
+    assert done.returncode == 130 and done.stdout == ""
+    assert done.stderr == "[FAIL] interrupted; any change in progress was rolled back\n"
