@@ -9,7 +9,6 @@ with their code and a one-line message, bugs exit 3 with a log, Ctrl-C exits 130
 from __future__ import annotations
 
 import argparse
-import importlib
 import shlex
 import sys
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from ascendpatch.errors import (
 
 if TYPE_CHECKING:
     from ascendpatch import output
+    from ascendpatch.cliargs import Handler
     from ascendpatch.results import CommandResult
 
 
@@ -67,10 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _dispatch(args: argparse.Namespace) -> CommandResult:
-    module, _, function = str(args.handler).partition(":")
-    handler = getattr(importlib.import_module(module), function)
-    result: CommandResult = handler(args)
-    return result
+    handler: Handler = args.handler
+    return handler(args)
 
 
 def _wants_json(argv: Sequence[str]) -> bool:

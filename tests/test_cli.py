@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import socket
@@ -11,7 +12,35 @@ from collections.abc import Iterator
 
 import pytest
 
+from ascendpatch import cliargs
 from tests.kit import run_process
+
+
+def test_every_command_handler_is_an_object_that_loads_its_function() -> None:
+    """The table refers to handler objects (a misspelt one fails when cliargs is imported);
+    loading each imports its command module and finds a typed from_args-style function."""
+    loaded = {}
+    for command in cliargs.COMMANDS:
+        assert isinstance(command.handler, cliargs.Handler), command.name
+        function = command.handler.load()
+        assert function.__module__.startswith("ascendpatch.commands."), command.name
+        assert list(inspect.signature(function).parameters) == ["args"], command.name
+        loaded[command.name] = f"{function.__module__}:{function.__name__}"
+    assert len(set(loaded.values())) == len(cliargs.COMMANDS)  # no two commands share one
+    assert loaded["diff"] == "ascendpatch.commands.snapshot:diff_from_args"
+    assert loaded["catalog-check"] == "ascendpatch.commands.port:catalog_from_args"
+
+
+def test_version_imports_no_command_module_and_not_rich() -> None:
+    code = ("import sys\nfrom ascendpatch.cli import main\n"
+            "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+            "print(' '.join(m for m in sorted(sys.modules)\n"
+            "               if m.startswith(('ascendpatch', 'rich'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    modules = done.stdout.split("\n")[-2].split()
+    assert "ascendpatch.cliargs" in modules
+    assert not [m for m in modules if m.startswith(("rich", "ascendpatch.commands"))], modules
 
 
 @pytest.mark.parametrize("args", [
