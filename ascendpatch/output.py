@@ -194,9 +194,14 @@ def render_item(console: Writer, item: Item, show_diff: bool,
         console.line(spans)
 
 
+def words(item: Item) -> str:
+    """An item's text: what was found, then what to do about it."""
+    return f"{item.message}; fix: {item.fix}" if item.fix else item.message
+
+
 def item_lines(item: Item, show_diff: bool, invocation: str = "ascendpatch") -> list[Line]:
     """The item's line, then (for problems, or when diffs are shown) its details and diff."""
-    lines = [level_line(item.level, hint(item.message, invocation))]
+    lines = [level_line(item.level, hint(words(item), invocation))]
     if item.level in _PROBLEMS or show_diff:
         lines += [(("    " + text, None),) for detail in item.details
                   for text in detail.splitlines()]
@@ -303,21 +308,28 @@ def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
     if isinstance(item, CheckResult):
         return {"id": item.id, "kind": item.check, "check": item.check,
                 "status": CHECK_STATUS[item.level], "level": item.level.value,
-                "message": hint(item.message, invocation), "files": [],
-                "details": list(item.details), "data": dict(item.data)}
+                "message": hint(words(item), invocation), "files": [],
+                "details": list(item.details), "data": dict(item.data),
+                **_fix_json(item, invocation)}
     doc: dict[str, Any] = {
         "id": item.id,
         "kind": item.kind,
         "status": item.status.value,
         "level": item.level.value,
-        "message": hint(item.message, invocation),
+        "message": hint(words(item), invocation),
         "files": [f.__dict__ for f in item.files],
         "details": list(item.details),
         "data": {},
     }
     if item.diff:
         doc["diff"] = item.diff
+    doc.update(_fix_json(item, invocation))
     return doc
+
+
+def _fix_json(item: Item, invocation: str) -> dict[str, str]:
+    """"fix": the remedy on its own (it also ends "message", for scripts that read only that)."""
+    return {"fix": hint(item.fix, invocation)} if item.fix else {}
 
 
 def error(message: str, *, command: str | None, exit_code: int, as_json: bool, color: str,

@@ -1,4 +1,8 @@
-"""Frozen result objects: what commands return and the one renderer turns into text or JSON."""
+"""Frozen result objects: what commands return and the one renderer turns into text or JSON.
+
+Items carry data, not lines: a level and status, the subject (id, kind or check), what was
+found (message, details, diff) and what to do about it (fix). ascendpatch/output.py alone turns
+them into "[FAIL] ...; fix: ..." lines, rich text or JSON."""
 
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ class ArtifactResult:
     files: tuple[FileResult, ...] = ()
     diff: str = ""  # unified diff of the change, for `plan`
     details: tuple[str, ...] = ()  # extra lines (hunk reports, nearest code)
+    fix: str = ""  # what to do about it; output.py shows it after the message
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class CheckResult:
     message: str
     details: tuple[str, ...] = ()
     data: dict[str, object] = field(default_factory=dict)
+    fix: str = ""  # what to do about it; output.py shows it after the message
 
 
 Item = ArtifactResult | CheckResult

@@ -89,3 +89,16 @@ def test_no_other_module_writes_a_level_prefix() -> None:
                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
                   and id(node) not in docstrings and pattern.search(node.value)]
     assert found == []
+
+
+def test_a_fix_is_data_that_the_renderer_words() -> None:
+    """Items carry what to do as data; the line and JSON "message" end with "; fix: ..." and
+    JSON also has it alone; hints in it repeat the --python given."""
+    item = CheckResult("pin:vllm", "pin", Level.FAIL, "vllm 0.9 does not match ==0.18",
+                       fix="ascendpatch install")
+    result = CommandResult("verify", (item,))
+    assert _plain(result) == "[FAIL] vllm 0.9 does not match ==0.18; fix: ascendpatch install\n"
+    doc = output.item_json(item, "ascendpatch --python /p")
+    assert doc["message"] == "vllm 0.9 does not match ==0.18; fix: ascendpatch --python /p install"
+    assert doc["fix"] == "ascendpatch --python /p install"
+    assert "fix" not in output.item_json(CheckResult("x", "pin", Level.OK, "fine"))

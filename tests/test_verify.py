@@ -78,8 +78,8 @@ def test_cann_environment_checks(tmp_path: Path) -> None:
     assert cann.cann_version(env) == "9.0.0"
     missing = cann.check({})
     assert [r.level for r in missing] == [Level.FAIL] * 4
-    text = " ".join(r.message for r in missing)
-    assert cann.TOOLKIT_SETENV in text and cann.ATB_SETENV in text
+    fixes = " ".join(r.fix for r in missing)  # each failure says what to source
+    assert cann.TOOLKIT_SETENV in fixes and cann.ATB_SETENV in fixes
 
 
 def test_expected_environment_variables() -> None:
@@ -87,7 +87,7 @@ def test_expected_environment_variables() -> None:
 
     manifest = Manifest(name="m", path=None, env={"HF_HUB_OFFLINE": "1"})
     (bad,) = envvars.expected(manifest, {})
-    assert bad.level is Level.FAIL and "export HF_HUB_OFFLINE=1" in bad.message
+    assert bad.level is Level.FAIL and bad.fix == "export HF_HUB_OFFLINE=1"
     (good,) = envvars.expected(manifest, {"HF_HUB_OFFLINE": "1"})
     assert good.level is Level.OK
 

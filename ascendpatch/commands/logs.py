@@ -35,10 +35,10 @@ def _times(finding: Finding) -> str:
     return f" ({finding.count}x)" if finding.count > 1 else ""
 
 
-def _finding(cid: str, level: Level, name: str, f: Finding, what: str, tail: str) \
-        -> CheckResult:
+def _finding(cid: str, level: Level, name: str, f: Finding, what: str, tail: str,
+             fix: str = "") -> CheckResult:
     return CheckResult(cid, "logs", level, f"{name}:{f.line_no}: {what}{_times(f)}{tail}",
-                       data={"line": f.line_no, "count": f.count})
+                       data={"line": f.line_no, "count": f.count}, fix=fix)
 
 
 def _marker(name: str, rule: Rule, result: Triage, tp_size: int, expected: int | None) \
@@ -67,7 +67,7 @@ def _lines(name: str, result: Triage, rules: list[Rule], required: set[str],
     for f in result.faults:
         assert f.rule is not None
         out.append(_finding(f"fault:{f.rule.id}", Level.FAIL, name, f, f.rule.id,
-                            f": {_excerpt(f.line)}; fix: {f.rule.text}"))
+                            f": {_excerpt(f.line)}", fix=f.rule.text))
     for f in result.warnings:
         assert f.rule is not None
         out.append(_finding(f"warn:{f.rule.id}", Level.WARN, name, f, f.rule.id,

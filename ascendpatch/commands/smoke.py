@@ -12,7 +12,7 @@ from ascendpatch.results import CheckResult, CommandResult, Level
 
 def _line(cid: str, step: smoke.Step) -> CheckResult:
     return CheckResult(cid, "smoke", Level.OK if step.ok else Level.FAIL, step.message,
-                       data={"seconds": round(step.seconds, 4)})
+                       data={"seconds": round(step.seconds, 4)}, fix=step.fix)
 
 
 def endpoint(url: str) -> smoke.Endpoint:
@@ -52,9 +52,10 @@ def run(url: str, model: str | None = None, timeout: float = 60.0, wait: float =
         results.append(CheckResult(
             "model-id", "smoke", Level.FAIL,
             f"model {printable(model)!r} is not what the server exposes ({shown}): clients "
-            f"asking for it get 404 (a server exposes its model path unless --served-model-name is "
-            f"set); fix: use one of those ids, or start "
-            f"the server with --served-model-name {printable(model)}"))
+            f"asking for it get 404 (a server exposes its model path unless "
+            f"--served-model-name is set)",
+            fix=f"use one of those ids, or start the server with --served-model-name "
+                f"{printable(model)}"))
     if chosen is None:
         results.append(CheckResult("chat", "smoke", Level.FAIL, "the server lists no model"))
         return CommandResult("smoke", tuple(results))

@@ -22,7 +22,8 @@ def _artifact_check(item: ArtifactResult) -> CheckResult:
     level = item.level
     if item.status is Status.NOT_APPLIED:
         level = Level.FAIL  # verify: anything not in the desired state is a failure
-    return CheckResult(f"artifact:{item.id}", "artifact", level, item.message, item.details)
+    return CheckResult(f"artifact:{item.id}", "artifact", level, item.message, item.details,
+                       fix=item.fix)
 
 
 def _artifacts(ctx: Context) -> tuple[list[CheckResult], set[str]]:
@@ -30,9 +31,9 @@ def _artifacts(ctx: Context) -> tuple[list[CheckResult], set[str]]:
     results: list[CheckResult] = []
     if store.journal_path.exists():
         results.append(CheckResult("state:journal", "artifact", Level.FAIL,
-                                   f"an interrupted run left {store.journal_path}; fix: "
-                                   "ascendpatch status (as a user who can write the target) "
-                                   "rolls it back"))
+                                   f"an interrupted run left {store.journal_path}",
+                                   fix="ascendpatch status (as a user who can write the "
+                                       "target) rolls it back"))
     ledger = store.load_ledger()
     wanted = {a.id for a in select(ctx.manifest, [], ctx.enabled_extra)}
     # Every artifact is looked at: an optional one (SmoothQuant) counts once it is in place.

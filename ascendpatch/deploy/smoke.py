@@ -34,6 +34,7 @@ class Step:
     ok: bool
     message: str
     seconds: float = 0.0
+    fix: str = ""
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,7 @@ def _engine_died(endpoint: Endpoint, model: str) -> str | None:
     return (f"EngineCore died on the top_p request: POST /v1/chat/completions with top_p=0.9 "
             f"for {printable(model)!r} answered 500 with an empty body, then GET /v1/models "
             f"failed; the fused top-k/top-p operator is missing or failed on this host "
-            f"(vllm-ascend selects it with no check); fix: {FIX_TOP_P}")
+            f"(vllm-ascend selects it with no check)")
 
 
 def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
@@ -235,8 +236,8 @@ def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
         answer = request(endpoint, "POST", "/v1/chat/completions", body, timeout)
     except Dropped as exc:
         return Step(False, f"the server dropped the connection on a top_p=0.9 request ({exc}): "
-                           f"EngineCore has probably died on the fused top-k/top-p operator; "
-                           f"fix: {FIX_TOP_P}")
+                           f"EngineCore has probably died on the fused top-k/top-p operator",
+                    fix=FIX_TOP_P)
     except SmokeError as exc:
         return Step(False, f"POST {url} failed: {exc}")
     took = answer.seconds
@@ -247,7 +248,7 @@ def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
     if answer.status == 500 and not answer.body.strip():
         died = _engine_died(endpoint, model)
         if died:
-            return Step(False, died, took)
+            return Step(False, died, took, fix=FIX_TOP_P)
     if answer.status != 200:
         excerpt = printable(answer.body[:200].decode(errors="replace"))
         return Step(False, f"POST /v1/chat/completions: {answer.status}: {excerpt}", took)

@@ -198,8 +198,8 @@ def conflict_results(found: list[Conflict], check: str, outcome: str) \
         -> list[CheckResult]:
     return [CheckResult(f"conflict:{c.package}", check, Level.FAIL,
                         f"conflict: {c.describe()}; no release of {c.package} on the index "
-                        f"satisfies {'both' if len(c.needs) == 2 else 'them all'}; {outcome}; "
-                        f"fix: {advice(c)}",
+                        f"satisfies {'both' if len(c.needs) == 2 else 'them all'}; {outcome}",
                         data={"package": c.package,
-                              "needs": [{"by": who, "specifier": spec} for who, spec in c.needs]})
+                              "needs": [{"by": who, "specifier": spec} for who, spec in c.needs]},
+                        fix=advice(c))
             for c in found]

@@ -50,8 +50,8 @@ def check(env: Mapping[str, str]) -> list[CheckResult]:
     if home is None:
         results.append(CheckResult("cann:toolkit", "cann", Level.FAIL,
                                    "CANN toolkit environment not loaded (ASCEND_TOOLKIT_HOME / "
-                                   f"ASCEND_HOME_PATH unset or missing); fix: source "
-                                   f"{TOOLKIT_SETENV}"))
+                                   "ASCEND_HOME_PATH unset or missing)",
+                                   fix=f"source {TOOLKIT_SETENV}"))
     else:
         results.append(CheckResult("cann:toolkit", "cann", Level.OK, f"CANN toolkit at {home}"))
     atb = env.get("ATB_HOME_PATH")
@@ -59,13 +59,14 @@ def check(env: Mapping[str, str]) -> list[CheckResult]:
         results.append(CheckResult("cann:atb", "cann", Level.OK, f"ATB at {atb}"))
     else:
         results.append(CheckResult("cann:atb", "cann", Level.FAIL,
-                                   f"ATB environment not loaded (ATB_HOME_PATH unset or missing); "
-                                   f"fix: source {ATB_SETENV}"))
+                                   "ATB environment not loaded (ATB_HOME_PATH unset or missing)",
+                                   fix=f"source {ATB_SETENV}"))
     for lib, script in (("libhccl.so", TOOLKIT_SETENV), ("libatb.so", ATB_SETENV)):
         found = find_library(lib, env)
         if found:
             results.append(CheckResult(f"cann:{lib}", "cann", Level.OK, f"{lib} at {found}"))
         else:
             results.append(CheckResult(f"cann:{lib}", "cann", Level.FAIL,
-                                       f"{lib} is not on LD_LIBRARY_PATH; fix: source {script}"))
+                                       f"{lib} is not on LD_LIBRARY_PATH",
+                                       fix=f"source {script}"))
     return results

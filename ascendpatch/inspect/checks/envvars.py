@@ -33,13 +33,15 @@ def expected(manifest: Manifest, env: Mapping[str, str]) -> list[CheckResult]:
         if is_secret(name):
             message = (f"{name} is set as the manifest wants (value hidden)" if ok else
                        f"{name} is {'unset' if actual is None else 'set to another value'}, "
-                       f"the manifest wants a specific value (values hidden); fix: export "
-                       f"{name} with the manifest's value")
+                       f"the manifest wants a specific value (values hidden)")
+            fix = f"export {name} with the manifest's value"
         else:
             message = (f"{name}={value}" if ok else
                        f"{name} is {'unset' if actual is None else repr(actual)}, the manifest "
-                       f"wants {value}{why}; fix: export {name}={value}")
-        results.append(CheckResult(f"env:{name}", "env", Level.OK if ok else Level.FAIL, message))
+                       f"wants {value}{why}")
+            fix = f"export {name}={value}"
+        results.append(CheckResult(f"env:{name}", "env", Level.OK if ok else Level.FAIL, message,
+                                   fix="" if ok else fix))
     return results
 
 
@@ -52,8 +54,8 @@ def required(artifacts: Sequence[Artifact], env: Mapping[str, str]) -> list[Chec
             cid = f"env:{artifact.id}:{name}"
             if not value:
                 results.append(CheckResult(cid, "env", Level.FAIL,
-                                           f"{name} is not set; {artifact.title} needs it; fix: "
-                                           f"export {name}=<path>"))
+                                           f"{name} is not set; {artifact.title} needs it",
+                                           fix=f"export {name}=<path>"))
             elif not Path(value).is_file():
                 results.append(CheckResult(cid, "env", Level.FAIL,
                                            f"{name}={shown(name, value)}: no such file "

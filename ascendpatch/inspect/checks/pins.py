@@ -19,14 +19,14 @@ def pin_check(pin: PackagePin, target: Target) -> CheckResult:
     if dist is None:
         return CheckResult(f"pin:{pin.name}", "pin", Level.FAIL,
                            f"{pin.name} is not installed; the stack pins {pin.name}"
-                           f"{pin.specifier}{why}; fix: ascendpatch install")
+                           f"{pin.specifier}{why}", fix="ascendpatch install")
     if dist.satisfies(pin.specifier):
         label = standins.LABEL if standins.is_standin(dist.metadata_dir) else ""
         return CheckResult(f"pin:{pin.name}", "pin", Level.OK,
                            f"{pin.name} {dist.version} matches {pin.specifier or 'any'}{label}")
     return CheckResult(f"pin:{pin.name}", "pin", Level.FAIL,
-                       f"{pin.name} {dist.version} does not match {pin.specifier}{why}; fix: "
-                       f"ascendpatch install (installs {pin.name}{pin.specifier})")
+                       f"{pin.name} {dist.version} does not match {pin.specifier}{why}",
+                       fix=f"ascendpatch install (installs {pin.name}{pin.specifier})")
 
 
 def _python_check(spec: str, target: Target) -> CheckResult:
@@ -37,8 +37,7 @@ def _python_check(spec: str, target: Target) -> CheckResult:
     ok = SpecifierSet(spec).contains(Version(target.python_version), prereleases=True)
     return CheckResult("pin:python", "pin", Level.OK if ok else Level.FAIL,
                        f"Python {target.python_version} {'matches' if ok else 'does not match'} "
-                       f"{spec}" + ("" if ok else "; fix: use the image's own interpreter "
-                                                  "(--python)"))
+                       f"{spec}", fix="" if ok else "use the image's own interpreter (--python)")
 
 
 def _cann_check(spec: str, found: str | None) -> CheckResult:

@@ -85,9 +85,9 @@ def _result(artifact: Artifact, arch: str, target: str, resolved: str | None) ->
     if resolved is None:
         return CheckResult(cid, "plugin", Level.FAIL,
                            f"{arch} is not registered in vLLM's ModelRegistry ({artifact.title} "
-                           f"missing or broken); fix: ascendpatch apply {artifact.id}")
+                           f"missing or broken)", fix=f"ascendpatch apply {artifact.id}")
     return CheckResult(cid, "plugin", Level.FAIL,
                        f"vLLM's ModelRegistry resolves {arch} to {resolved}, not to the "
-                       f"adapter's {target}: {artifact.title} is not in effect; fix: "
-                       f"ascendpatch apply {artifact.id} (if another plugin registers {arch} "
-                       "after it, limit VLLM_PLUGINS)")
+                       f"adapter's {target}: {artifact.title} is not in effect",
+                       fix=f"ascendpatch apply {artifact.id} (if another plugin registers {arch} "
+                           "after it, limit VLLM_PLUGINS)")

@@ -61,17 +61,18 @@ def run_probe(python: Path, names: list[str], timeout: float = PROBE_TIMEOUT,
         return {"error": f"the probe failed: {exc}"}
 
 
-def explain_import_error(error: str, target: Target) -> str:
-    """Turn an import failure into its cause and the fix."""
+def explain_import_error(error: str, target: Target) -> tuple[str, str]:
+    """Turn an import failure into (its cause, the fix); the fix is "" when none is known."""
     if "libatb.so" in error:
-        return f"ATB environment not loaded ({error}); fix: source {ATB_SETENV}"
+        return f"ATB environment not loaded ({error})", f"source {ATB_SETENV}"
     if any(lib in error for lib in ("libhccl.so", "libascendcl.so", "libascend_hal.so")):
-        return (f"CANN environment not loaded ({error}); fix: source {TOOLKIT_SETENV} and "
-                f"{ATB_SETENV} in the shell that runs Python (processes inherit them)")
+        return (f"CANN environment not loaded ({error})",
+                f"source {TOOLKIT_SETENV} and {ATB_SETENV} in the shell that runs Python "
+                "(processes inherit them)")
     pair = torch_pair_problem(target)
     if pair:
-        return f"{pair} ({error}); fix: ascendpatch install restores the stack's pair"
-    return f"import torch_npu failed: {error}"
+        return f"{pair} ({error})", "ascendpatch install restores the stack's pair"
+    return f"import torch_npu failed: {error}", ""
 
 
 def torch_pair_problem(target: Target) -> str | None:
@@ -110,8 +111,8 @@ def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT,
         return [CheckResult("probe", "probe", Level.FAIL, f"operator probe: {doc['error']}")]
     imported = doc["imports"].get("torch_npu")
     if imported != "ok":
-        return [CheckResult("probe:import", "probe", Level.FAIL,
-                            explain_import_error(str(imported), target))]
+        cause, fix = explain_import_error(str(imported), target)
+        return [CheckResult("probe:import", "probe", Level.FAIL, cause, fix=fix)]
     npu = target.get("torch-npu")
     label = standins.LABEL if npu is not None and standins.is_standin(npu.metadata_dir) else ""
     results = [CheckResult("probe:import", "probe", Level.OK, f"import torch_npu works{label}")]
@@ -137,8 +138,8 @@ def _device_result(spec: dict[str, str] | None, found: dict[str, Any] | None,
     outcome = (found or {}).get("outcome")
     if outcome == "no-fallback":
         return CheckResult(cid, "probe", Level.SKIP,
-                           f"on-device check needs the fallback to compare with; fix: "
-                           f"ascendpatch apply {SAMPLER_FIX}")
+                           "on-device check needs the fallback to compare with",
+                           fix=f"ascendpatch apply {SAMPLER_FIX}")
     if found is None or outcome == "error":
         error = (found or {}).get("error", "no answer")
         return CheckResult(cid, "probe", Level.FAIL, f"on-device check could not run: {error}")
@@ -171,7 +172,7 @@ def _op_result(op: Operator, present: bool, applied: set[str], label: str = "") 
                            f"({op.fallback} is applied)")
     if op.fallback:
         return CheckResult(cid, "probe", Level.FAIL,
-                           f"{op.name} missing: the first top_p<1 request will kill EngineCore; "
-                           f"fix: ascendpatch apply {op.fallback}")
-    return CheckResult(cid, "probe", Level.FAIL, f"{op.name} missing: {op.used_by} will fail; "
-                                                 "fix: install the torch_npu of the stack")
+                           f"{op.name} missing: the first top_p<1 request will kill EngineCore",
+                           fix=f"ascendpatch apply {op.fallback}")
+    return CheckResult(cid, "probe", Level.FAIL, f"{op.name} missing: {op.used_by} will fail",
+                       fix="install the torch_npu of the stack")

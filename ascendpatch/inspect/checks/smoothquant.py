@@ -62,20 +62,21 @@ def check(artifact: Artifact, applied: bool, enabled: bool, python: Path | None,
         if enabled:
             return [CheckResult(cid, "smoothquant", Level.FAIL,
                                 f"SmoothQuant is enabled but neither the drop-in nor {var} is "
-                                f"in place; fix: ascendpatch apply --with {artifact.id} and "
-                                f"export {var}=<weights_smooth>/smooth_scales.pt")]
+                                f"in place", fix=f"ascendpatch apply --with {artifact.id} and "
+                                                 f"export {var}=<weights_smooth>/smooth_scales.pt")]
         return [CheckResult(cid, "smoothquant", Level.SKIP,
                             f"SmoothQuant not in use (no drop-in, {var} unset)")]
     if applied and not scales:
         return [CheckResult(cid, "smoothquant", Level.FAIL,
                             f"the SmoothQuant drop-in is installed but {var} is not set: half "
-                            f"installed, answers silently degrade; fix: export "
-                            f"{var}=<weights_smooth>/smooth_scales.pt")]
+                            f"installed, answers silently degrade",
+                            fix=f"export {var}=<weights_smooth>/smooth_scales.pt")]
     if not applied:
         return [CheckResult(cid, "smoothquant", Level.FAIL,
                             f"{var} is set but the SmoothQuant drop-in is not installed: half "
-                            f"installed, answers silently degrade; fix: SMOOTH=1 bash "
-                            f"install.sh, or ascendpatch apply --with {artifact.id}")]
+                            f"installed, answers silently degrade",
+                            fix=f"SMOOTH=1 bash install.sh, or ascendpatch apply --with "
+                                f"{artifact.id}")]
     assert scales is not None
     results = [CheckResult(f"{cid}:env", "smoothquant", Level.WARN,
                            f"vLLM logs '{UNKNOWN_ENV.format(name=var)}' at start-up: harmless "
@@ -106,5 +107,5 @@ def check_serve_log(text: str, expected_tp: int | None) -> CheckResult:
                            f"{tp} TP rank(s) ({seen} line(s))")
     return CheckResult("serve-log:smoothquant", "smoothquant", Level.FAIL,
                        f"serve log: the SmoothQuant line appears {seen} time(s) for "
-                       f"tensor_parallel_size={tp}: a rank runs without smooth scales; fix: "
-                       f"check the drop-in and VLLM_ASCEND_SMOOTH_SCALES on every rank")
+                       f"tensor_parallel_size={tp}: a rank runs without smooth scales",
+                       fix="check the drop-in and VLLM_ASCEND_SMOOTH_SCALES on every rank")
