@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import re
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from ascendpatch import output
 from ascendpatch.results import ArtifactResult, CheckResult, CommandResult, Level, Status
@@ -102,3 +106,7 @@ def test_a_fix_is_data_that_the_renderer_words() -> None:
     assert doc["message"] == "vllm 0.9 does not match ==0.18; fix: ascendpatch --python /p install"
     assert doc["fix"] == "ascendpatch --python /p install"
     assert "fix" not in output.item_json(CheckResult("x", "pin", Level.OK, "fine"))
+    schema = json.loads((PACKAGE / "data" / "output.schema.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    document = output.to_json(CommandResult("verify", (item, replace(item, fix=""))))
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)) == []
