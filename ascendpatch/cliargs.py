@@ -12,12 +12,20 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ascendpatch.results import CommandResult
+
+
+def path(text: str) -> Path:
+    """A path argument. pathlib (like dataclasses) is imported when an argument needs it, not at
+    every start-up: `ascendpatch --version` imports neither."""
+    from pathlib import Path
+
+    return Path(text)
 
 
 
@@ -36,7 +44,7 @@ def folder_path(text: str) -> Path:
     """A path that must not be empty (``Path("")`` would silently mean the current folder)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path is not a folder; give the folder")
-    return Path(text)
+    return path(text)
 
 
 def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -47,7 +55,7 @@ def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
         return argparse.SUPPRESS if suppress else value
 
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--python", type=Path, default=dflt(None), metavar="PATH",
+    where.add_argument("--python", type=path, default=dflt(None), metavar="PATH",
                        help="target interpreter (default: $ASCENDPATCH_PYTHON, then the "
                             "documented candidates that have vllm-ascend)")
     where.add_argument("--site-packages", type=folder_path, default=dflt(None), metavar="DIR",
@@ -68,7 +76,7 @@ def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def source_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wheelhouse", type=Path, metavar="DIR",
+    parser.add_argument("--wheelhouse", type=path, metavar="DIR",
                         help="also look for packages in this folder (pip --find-links)")
     parser.add_argument("--offline", action="store_true",
                         help="never contact an index (pip --no-index); needs --wheelhouse")
@@ -76,11 +84,11 @@ def source_options(parser: argparse.ArgumentParser) -> None:
 
 def output_file(value: str) -> Path:
     """-o FILE: "-" is stdout; a missing parent folder is invalid input (exit 2), never a crash."""
-    path = Path(value)
-    if value != "-" and not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"folder {path.parent} does not exist; create it "
-                                         f"first: mkdir -p {path.parent}")
-    return path
+    given = path(value)
+    if value != "-" and not given.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {given.parent} does not exist; create it "
+                                         f"first: mkdir -p {given.parent}")
+    return given
 
 
 def file_in_a_folder(value: str) -> Path:
@@ -137,7 +145,7 @@ def _verify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", action="store_true",
                    help="also run the fused top-k/top-p operator once on the NPU and compare "
                         "the tokens it keeps with the fallback's")
-    p.add_argument("--serve-log", type=Path, metavar="FILE",
+    p.add_argument("--serve-log", type=path, metavar="FILE",
                    help="also check a vLLM serve log for the markers the manifest needs")
     _with(p, "also expect this optional artifact to be applied")
 
@@ -150,15 +158,15 @@ def _snapshot(p: argparse.ArgumentParser) -> None:
 
 
 def _audit(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--baseline", type=Path, metavar="FILE",
+    p.add_argument("--baseline", type=path, metavar="FILE",
                    help="also report packages changed since this snapshot")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="hashing threads (default: one per CPU)")
 
 
 def _diff(p: argparse.ArgumentParser) -> None:
-    p.add_argument("first", type=Path, metavar="A.json", help="the older snapshot")
-    p.add_argument("second", type=Path, metavar="B.json", help="the newer snapshot")
+    p.add_argument("first", type=path, metavar="A.json", help="the older snapshot")
+    p.add_argument("second", type=path, metavar="B.json", help="the newer snapshot")
 
 
 def _install(p: argparse.ArgumentParser) -> None:
@@ -166,7 +174,7 @@ def _install(p: argparse.ArgumentParser) -> None:
                    help="extra requirements to install with the stack's pins (pip syntax)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the change set; exit 1 if it is not empty")
-    p.add_argument("--lock", type=Path, metavar="FILE",
+    p.add_argument("--lock", type=path, metavar="FILE",
                    help="install a lock written by 'ascendpatch lock' (--require-hashes)")
 
 
@@ -176,7 +184,7 @@ def _output(p: argparse.ArgumentParser) -> None:
 
 
 def _folder(p: argparse.ArgumentParser) -> None:
-    p.add_argument("folder", type=Path, metavar="DIR",
+    p.add_argument("folder", type=path, metavar="DIR",
                    help="the folder to create or update")
 
 
@@ -195,7 +203,7 @@ def _sandbox(p: argparse.ArgumentParser) -> None:
 
 
 def _logs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE",
+    p.add_argument("files", nargs="+", type=path, metavar="FILE",
                    help="vLLM serve logs (one per TP rank or node)")
     _with(p, "also require the markers of this optional artifact")
 
@@ -213,9 +221,9 @@ def _smoke(p: argparse.ArgumentParser) -> None:
 
 
 def _launch(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path, metavar="deploy.yaml",
+    p.add_argument("--config", type=path, metavar="deploy.yaml",
                    help="a deploy config to check (vllm-omni stage knobs, serve arguments)")
-    p.add_argument("--model-dir", type=Path, metavar="DIR",
+    p.add_argument("--model-dir", type=path, metavar="DIR",
                    help="the model folder (default: the one the command names)")
     p.add_argument("serve", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="the vllm serve command line, after --")
@@ -223,7 +231,7 @@ def _launch(p: argparse.ArgumentParser) -> None:
 
 def _stop(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--pidfile", type=Path, metavar="FILE",
+    which.add_argument("--pidfile", type=path, metavar="FILE",
                        help="a file holding the server's PID")
     which.add_argument("--pid", type=int, metavar="N", help="the server's PID")
     p.add_argument("--grace-timeout", "--grace", dest="grace", type=float, default=5.0,
@@ -268,13 +276,13 @@ def _catalog_check(p: argparse.ArgumentParser) -> None:
 
 
 def _fleet_report(p: argparse.ArgumentParser) -> None:
-    p.add_argument("snapshots", nargs="+", type=Path, metavar="SNAPSHOT",
+    p.add_argument("snapshots", nargs="+", type=path, metavar="SNAPSHOT",
                    help="snapshot files (HOST.json) or folders of them")
-    p.add_argument("--baseline", type=Path, metavar="FILE",
+    p.add_argument("--baseline", type=path, metavar="FILE",
                    help="compare with this snapshot (default: the majority per package/patch)")
-    p.add_argument("--hosts", type=Path, metavar="FILE",
+    p.add_argument("--hosts", type=path, metavar="FILE",
                    help="every host expected, one per line: those without a snapshot are missing")
-    p.add_argument("-o", "--output", type=Path, metavar="report.html",
+    p.add_argument("-o", "--output", type=path, metavar="report.html",
                    help="also write a self-contained HTML page")
 
 
@@ -445,8 +453,7 @@ def _manifests_handler() -> FromArgs:
     return from_args
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     name: str
     help: str
     handler: Handler  # imports its command module when the command runs
