@@ -73,14 +73,15 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
                      f"{_package(plan)}) and apply again, or port the patch to this content")
         names = ", ".join(f.rel for f in conflicts)
         return _result(plan, Status.CONFLICT, Level.FAIL,
-                       f"{title}: conflict in {names}; fix: {hint}",
+                       f"{title}: conflict in {names}", fix=hint,
                        files=_file_results(plan.files), details=_details(plan))
     completable = KINDS[plan.artifact.kind].independent_files
     if state is FileState.PARTIAL and not force and not completable:
         return _result(plan, Status.PARTIAL, Level.FAIL,
-                       f"{title}: partially applied; fix: 'ascendpatch revert {aid}' then "
-                       f"'ascendpatch apply {aid}', or 'ascendpatch apply --force {aid}' to "
-                       f"complete it", files=_file_results(plan.files), details=_details(plan))
+                       f"{title}: partially applied",
+                       fix=f"'ascendpatch revert {aid}' then 'ascendpatch apply {aid}', or "
+                           f"'ascendpatch apply --force {aid}' to complete it",
+                       files=_file_results(plan.files), details=_details(plan))
     return None
 
 
@@ -209,8 +210,8 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
     if verb == "reverted":
         return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=tuple(files))
     return _result(plan, Status.FAILED, Level.FAIL,
-                   f"{title}: written, but the re-check finds it {_word(fresh.state)}; fix: "
-                   f"report this as a bug with 'ascendpatch status --json'", files=tuple(files),
+                   f"{title}: written, but the re-check finds it {_word(fresh.state)}",
+                   fix="report this as a bug with 'ascendpatch status --json'", files=tuple(files),
                    details=_details(fresh))
 
 
@@ -260,9 +261,9 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
         data = _original(finding, records.get(store.rel(finding.path)), store)
         if data is None:
             return _result(plan, Status.FAILED, Level.FAIL,
-                           f"{title}: cannot restore {finding.rel}: {_why_not(finding)}; "
-                           f"fix: reinstall the package (pip install --force-reinstall --no-deps "
-                           f"{_package(plan)})", files=_file_results(plan.files),
+                           f"{title}: cannot restore {finding.rel}: {_why_not(finding)}",
+                           fix=f"reinstall the package (pip install --force-reinstall --no-deps "
+                               f"{_package(plan)})", files=_file_results(plan.files),
                            details=_details(plan))
         restores.append(_Restore(finding, data[0]))
     if not restores and not extra:

@@ -118,10 +118,11 @@ def _refusal_lines(plan: pipdiff.InstallPlan) -> tuple[CheckResult, ...]:
             f"refused:{change.name}", "install", Level.FAIL,
             f"refused: {' -> '.join(refusal.chain)} would {change.describe()}; {change.name} "
             f"is protected (the image's NPU stack is built for "
-            f"{change.old or 'what the image ships'}); nothing was changed; fix: pin a version "
-            f"of the requesting package that accepts the installed {change.name}, or list "
-            f"{top} under the manifest's no_deps (installed with pip --no-deps)",
-            data={**_change_data(change), "chain": list(refusal.chain)}))
+            f"{change.old or 'what the image ships'}); nothing was changed",
+            data={**_change_data(change), "chain": list(refusal.chain)},
+            fix=f"pin a version of the requesting package that accepts the installed "
+                f"{change.name}, or list {top} under the manifest's no_deps (installed with pip "
+                f"--no-deps)"))
     return tuple(lines)
 
 
