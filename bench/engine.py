@@ -3,7 +3,7 @@
     python bench/engine.py [--full] [--per-pair N] [--repeat N] [--json FILE]
 
 1. Engine alone: every sampled application (own release, re-apply, neighbours; four diff
-   forms; see tests/engine_corpus.py) through the engine API (parse, analyze, apply), against
+   forms; see tests/kit/engine_corpus.py) through the engine API (parse, analyze, apply), against
    ``git apply`` of the same patches on the same files, one git process per patch as git is
    used. Goal: ratio <= 3.
 2. Batch: one ``ascendpatch apply`` process applying a whole catalog (one diff artifact per
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from ascendpatch.filestate import FileState  # noqa: E402
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward, parse_patch  # noqa: E402
-from tests import engine_corpus  # noqa: E402
+from tests.kit import engine_corpus  # noqa: E402
 
 GOAL_ENGINE = 3.0
 GOAL_BATCH = 1.0

@@ -27,8 +27,8 @@ import torch
 
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward
-from tests import sampler_harness as harness
-from tests import wheels
+from tests.kit import sampler_harness as harness
+from tests.kit import wheels
 
 VERSION = "0.21.0rc1"
 PATCH = (Path(__file__).resolve().parent.parent / "patches" / "vllm-ascend"

@@ -14,8 +14,7 @@ import pytest
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
-from tests import wheels
-from tests.kit import REPO, run_cli
+from tests.kit import REPO, run_cli, wheels
 
 AARCH64 = ["manylinux2014_aarch64", "manylinux_2_17_aarch64", "linux_aarch64"]
 

@@ -17,8 +17,7 @@ from packaging.version import Version
 
 from ascendpatch.env.target import from_python, from_site_packages
 from ascendpatch.manifest import loader
-from tests import wheels
-from tests.kit import run_process, tree_digest
+from tests.kit import run_process, tree_digest, wheels
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from ascendpatch.manifest import loader
-from tests import wheels
-from tests.kit import run_cli
+from tests.kit import run_cli, wheels
 
 PROTECTED = {"torch", "torch-npu", "torchvision", "torchaudio", "triton-ascend"}
 STACK_KEYS = PROTECTED | {"transformers"}

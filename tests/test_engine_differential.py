@@ -1,6 +1,6 @@
 """The engine against ``git apply`` on real vllm-ascend release diffs (integration tier).
 
-The corpus is built here from real wheels (see tests/engine_corpus.py): per-file patches
+The corpus is built here from real wheels (see tests/kit/engine_corpus.py): per-file patches
 between consecutive releases of two chains (0.15.0rc1 -> 0.16.0rc1 -> 0.17.0rc1 and
 0.18.0rc1 -> 0.18.0 -> 0.19.1rc1) in four forms, applied to their own release, re-applied to
 the release they lead to, and cross-applied to the neighbours. A sample keeps this under a
@@ -33,7 +33,7 @@ from ascendpatch.patchfile.diffpatch import (
     apply_forward,
     parse_patch,
 )
-from tests import engine_corpus
+from tests.kit import engine_corpus
 
 pytestmark = pytest.mark.integration
 

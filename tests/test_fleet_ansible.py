@@ -28,9 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import wheels
-from tests.kit import REPO, tree_digest
-from tests.sshnode import SshNode, ssh_node
+from tests.kit import REPO, tree_digest, wheels
+from tests.kit.sshnode import SshNode, ssh_node
 
 pytestmark = pytest.mark.integration
 

@@ -11,12 +11,10 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
-from tests import wheels
-from tests.kit import Run, build_wheel, run_cli, tree_digest, write_manifest
+from tests.kit import IndexRecorder, Run, build_wheel, run_cli, tree_digest, wheels, write_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -109,22 +107,10 @@ def test_dry_run_shows_the_whole_plan_and_changes_nothing(world: dict[str, Path]
     assert tree_digest(world["site"]) == before
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    requests: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        _Recorder.requests.append(self.path)
-        self.send_response(404)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def index_server() -> Iterator[str]:
-    _Recorder.requests = []
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
+    IndexRecorder.requests = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), IndexRecorder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/simple"
@@ -135,11 +121,11 @@ def test_offline_never_contacts_an_index(world: dict[str, Path], index_server: s
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PIP_INDEX_URL", index_server)
     assert install(world, "helper").code == 0
-    assert _Recorder.requests == []
+    assert IndexRecorder.requests == []
     online = run_cli("--python", world["python"], "--manifest", world["manifest"], "install",
                      "--wheelhouse", world["house"], "--dry-run", "friendly")
     assert online.code == 1
-    assert _Recorder.requests, "control: without --offline pip does ask the index"
+    assert IndexRecorder.requests, "control: without --offline pip does ask the index"
 
 
 def test_offline_without_wheelhouse_is_a_usage_error(world: dict[str, Path]) -> None:

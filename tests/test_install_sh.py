@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import wheels
-from tests.kit import REPO, tree_digest
+from tests.kit import REPO, tree_digest, wheels
 
 pytestmark = pytest.mark.integration
 
@@ -83,8 +82,7 @@ def test_help_documents_every_option_and_variable() -> None:
 
 def test_bundle_then_air_gapped_bootstrap(env: dict[str, str], tmp_path: Path) -> None:
     """`ascendpatch bundle` on a connected machine, then install.sh with no index at all."""
-    from tests.kit import run_cli
-    from tests.test_install import _Recorder
+    from tests.kit import IndexRecorder, run_cli
 
     house = tmp_path / "wheelhouse"
     made = run_cli("bundle", house)
@@ -96,8 +94,8 @@ def test_bundle_then_air_gapped_bootstrap(env: dict[str, str], tmp_path: Path) -
     import http.server
     import threading
 
-    _Recorder.requests = []
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
+    IndexRecorder.requests = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), IndexRecorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     index = f"http://127.0.0.1:{server.server_address[1]}/simple"
     offline_env = {**env, "PIP_INDEX_URL": index, "ASCENDPATCH_CACHE": str(tmp_path / "empty")}
@@ -107,7 +105,7 @@ def test_bundle_then_air_gapped_bootstrap(env: dict[str, str], tmp_path: Path) -
         server.shutdown()
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("=== Installation complete ===")
-    assert _Recorder.requests == [], "an air-gapped bootstrap must not contact any index"
+    assert IndexRecorder.requests == [], "an air-gapped bootstrap must not contact any index"
 
 
 def test_a_system_python3_without_venv_falls_back_to_the_target(env: dict[str, str],

@@ -18,8 +18,7 @@ import yaml
 
 from ascendpatch import cliargs
 from ascendpatch.catalog import data_root
-from tests import wheels
-from tests.kit import make_dist, run_cli, write_manifest
+from tests.kit import make_dist, run_cli, wheels, write_manifest
 
 jsonschema = pytest.importorskip("jsonschema")
 

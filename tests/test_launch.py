@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import wheels
-from tests.kit import make_dist, run_cli
+from tests.kit import make_dist, run_cli, wheels
 
 
 def _model(folder: Path, quant: bool = True, vision: bool = True) -> Path:

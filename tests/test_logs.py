@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascendpatch.deploy.logs import MAX_GROUPS, stream_lines
-from tests import wheels
-from tests.kit import REPO, make_dist, run_cli, write_manifest
+from tests.kit import REPO, make_dist, run_cli, wheels, write_manifest
 
 ENV_LINE = ("WARNING 11-30 05:00:02 [envs.py:2087] Unknown vLLM environment variable detected: "
             "{}")

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from ascendpatch.hashing import sha256_bytes
-from tests import wheels
-from tests.kit import Run, build_wheel, run_cli, tree_digest, write_manifest
+from tests.kit import Run, build_wheel, run_cli, tree_digest, wheels, write_manifest
 
 pytestmark = pytest.mark.integration
 

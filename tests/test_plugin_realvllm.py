@@ -1,4 +1,4 @@
-"""The model adapter against the REAL vLLM (vllm 0.22.1 wheel, tests/realvllm.py): its
+"""The model adapter against the REAL vLLM (vllm 0.22.1 wheel, tests/kit/realvllm.py): its
 ``ModelRegistry`` and ``load_general_plugins``, not a stand-in (issue 16 §3).
 
 The target is a real venv with the cached vllm wheel's package (linked) and dist-info (copied)
@@ -24,8 +24,7 @@ import pytest
 from ascendpatch.inspect.checks import plugins
 from ascendpatch.manifest import loader
 from ascendpatch.results import Level
-from tests import realvllm, wheels
-from tests.kit import run_cli, write_manifest
+from tests.kit import realvllm, run_cli, wheels, write_manifest
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,7 @@ import pytest
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest import loader
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward
-from tests import wheels
-from tests.kit import REPO, Run, build_wheel, run_cli, run_process
+from tests.kit import REPO, Run, build_wheel, run_cli, run_process, wheels
 
 pytestmark = pytest.mark.integration
 

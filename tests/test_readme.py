@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import wheels
-from tests.kit import REPO
+from tests.kit import REPO, wheels
 
 MACHINE_ENV = dict(os.environ)  # read at import, before conftest's fixtures change it
 IN_CLONE = "ASCENDPATCH_IN_README_TEST"

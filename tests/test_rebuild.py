@@ -15,9 +15,7 @@ import pytest
 
 from ascendpatch.env.standins import satisfy
 from ascendpatch.env.target import from_python
-from tests import wheels
-from tests.kit import run_process
-from tests.test_verify import _fake_cann
+from tests.kit import fake_cann, run_process, wheels
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +30,7 @@ def test_reinstall_loses_the_patch_and_verify_says_so(tmp_path: Path) -> None:
     created = satisfy(wheels.site_packages(python), dist.metadata.get_all("Requires-Dist") or [],
                       target.distributions, target.markers)
     assert ("torch-npu", "2.9.0") in created
-    env = _fake_cann(tmp_path)
+    env = fake_cann(tmp_path)
 
     assert run_process("--python", python, "apply", env=env).code == 0
     ok = run_process("--python", python, "verify", env=env)

@@ -1,8 +1,8 @@
 """The patched sampler of every patch family against vLLM's own apply_top_k_top_p (issue 16).
 
 The upstream file of each release (from its real wheel, or its sdist for the sdist-only ones)
-and the same file after our patch run on CPU torch in tests/sampler_harness.py, next to the
-real vllm 0.22.1 wheel (the vLLM of field note 003; tests/realvllm.py), whose
+and the same file after our patch run on CPU torch in tests/kit/sampler_harness.py, next to the
+real vllm 0.22.1 wheel (the vLLM of field note 003; tests/kit/realvllm.py), whose
 ``apply_top_k_top_p`` is the reference for the token set the fused operator keeps. Only the NPU
 operator is a stand-in, in five behaviours: present, loaded lazily, missing, raising at every
 call, raising only for k > 1024. Reduce-sample mode runs under TP=2
@@ -26,8 +26,7 @@ import pytest
 
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward
-from tests import realvllm, wheels
-from tests.kit import REPO
+from tests.kit import REPO, realvllm, wheels
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +75,9 @@ def _files(folder: Path) -> dict[str, dict[str, str]]:
 def _harness(folder: Path, spec: dict[str, Any]) -> Any:
     path = folder / f"spec-{len(list(folder.glob('spec-*')))}.json"
     path.write_text(json.dumps(spec))
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "sampler_harness.py"), str(path)],
-                          capture_output=True, text=True, timeout=900, check=False,
-                          env=realvllm.env(REPO))
+    harness = REPO / "tests" / "kit" / "sampler_harness.py"
+    proc = subprocess.run([sys.executable, str(harness), str(path)], capture_output=True,
+                          text=True, timeout=900, check=False, env=realvllm.env(REPO))
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.splitlines()[-1])
 

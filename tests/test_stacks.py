@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from ascendpatch.manifest import loader
-from tests import wheels
-from tests.kit import Run, build_wheel, run_cli, tree_digest, write_manifest
+from tests.kit import Run, build_wheel, run_cli, tree_digest, wheels, write_manifest
 
 pytestmark = pytest.mark.integration
 

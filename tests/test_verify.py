@@ -11,7 +11,7 @@ import pytest
 from ascendpatch.env.standins import modules_for, torch_npu_body, write_distribution
 from ascendpatch.inspect.checks import cann, envvars
 from ascendpatch.results import Level
-from tests.kit import make_dist, run_cli, write_manifest
+from tests.kit import fake_cann, make_dist, run_cli, write_manifest
 
 LIBHCCL_ERROR = "libhccl.so: cannot open shared object file: No such file or directory"
 
@@ -59,21 +59,8 @@ def test_dependency_conflicts_and_accepted_ones(site: Path, tmp_path: Path) -> N
             "5.16.1 is installed (the model needs 5.16.1)") in result.out
 
 
-def _fake_cann(tmp_path: Path) -> dict[str, str]:
-    toolkit = tmp_path / "Ascend/ascend-toolkit/latest"
-    atb = tmp_path / "Ascend/nnal/atb/latest/atb/cxx_abi_1"
-    for lib_dir, lib in ((toolkit / "lib64", "libhccl.so"), (atb / "lib", "libatb.so")):
-        lib_dir.mkdir(parents=True)
-        (lib_dir / lib).write_bytes(b"")
-    (toolkit / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann\n"
-                                                          "version=9.0.0\n")
-    return {"ASCEND_TOOLKIT_HOME": str(toolkit), "ASCEND_HOME_PATH": str(toolkit),
-            "ATB_HOME_PATH": str(atb),
-            "LD_LIBRARY_PATH": f"{toolkit / 'lib64'}:{atb / 'lib'}"}
-
-
 def test_cann_environment_checks(tmp_path: Path) -> None:
-    env = _fake_cann(tmp_path)
+    env = fake_cann(tmp_path)
     assert all(r.level is Level.OK for r in cann.check(env))
     assert cann.cann_version(env) == "9.0.0"
     missing = cann.check({})

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from ascendpatch.env.standins import write_distribution
-from tests import wheels
-from tests.kit import run_cli
+from tests.kit import run_cli, wheels
 
 pytestmark = pytest.mark.integration
 

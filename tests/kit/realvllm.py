@@ -1,7 +1,7 @@
 """The real vLLM, importable on CPU torch, as an independent reference (integration tier).
 
 ``pip download --no-deps vllm==0.22.1`` (the vLLM of field note 003's deployment) lands in the
-test cache (``tests/wheels.CACHE``, outside the checkout); pip installs it ``--no-deps
+test cache (``tests.kit.wheels.CACHE``, outside the checkout); pip installs it ``--no-deps
 --target`` next to a second folder with the few Python packages its sampler, ``ModelRegistry``
 and plugin loader import. Nothing goes into the test venv: a subprocess gets both folders on
 ``PYTHONPATH`` and uses the venv's CPU torch.
@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests import wheels
+from tests.kit import wheels
 
 VERSION = "0.22.1"
 DEPS = ("numpy==2.4.6", "regex==2026.11.19", "pydantic==2.14.4", "cbor2==6.3.0",

@@ -1,7 +1,7 @@
 """A corpus of real upstream diffs, and the engine compared with ``git apply`` on it.
 
 Every text file that changed between consecutive vllm-ascend releases (real wheels, from
-``tests/wheels.py``'s cache) becomes one per-file patch in four forms: ``git diff -U0``,
+``tests/kit/wheels.py``'s cache) becomes one per-file patch in four forms: ``git diff -U0``,
 ``-U1``, ``-U3`` and ``diff -uN``, all written by those tools in a temp dir. Each patch is
 applied to the release it was made from, to the release it leads to (re-apply), and to the
 neighbouring releases (cross-apply), by the engine (in memory) and by ``git apply`` (the
@@ -29,7 +29,7 @@ from ascendpatch.patchfile.diffpatch import (
     apply_reverse,
     parse_patch,
 )
-from tests.wheels import wheel
+from tests.kit.wheels import wheel
 
 CHAINS = (("0.15.0rc1", "0.16.0rc1", "0.17.0rc1"), ("0.18.0rc1", "0.18.0", "0.19.1rc1"))
 FORMS = ("git -U0", "git -U1", "git -U3", "diff -uN")

@@ -3,7 +3,7 @@
 WHAT IS REAL: the functions of ``vllm_ascend/sample/sampler.py`` as the release ships it and as
 our patch leaves it (executed from the file, not copied), and the reference, vLLM 0.22.1's own
 ``vllm.v1.sample.ops.topk_topp_sampler.apply_top_k_top_p`` imported from the real wheel
-(tests/realvllm.py). The TP=2 case runs two real processes joined by torch.distributed (gloo).
+(tests/kit/realvllm.py). The TP=2 case runs two real processes joined by torch.distributed (gloo).
 
 STAND-INS (built here, labelled, never shipped), for what only exists on an Ascend host:
 - the fused operator: ``_C_ascend::npu_apply_top_k_top_p`` registered with ``torch.library``

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.server
 import io
 import json
 import os
@@ -17,13 +18,13 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ascendpatch.cli import main
 from ascendpatch.env.standins import write_distribution
 from ascendpatch.hashing import record_text
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make_dist(site: Path, name: str, version: str, files: Mapping[str, str | bytes],
@@ -143,3 +144,31 @@ DEMO_PATCH = """\
 +other_3 = 33
  other_4 = 4
 """
+
+
+class IndexRecorder(http.server.BaseHTTPRequestHandler):
+    """A package index on 127.0.0.1 that answers 404 and records every path asked for."""
+
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        IndexRecorder.requests.append(self.path)
+        self.send_response(404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def fake_cann(tmp_path: Path) -> dict[str, str]:
+    """A sourced CANN/ATB environment (simulated: folders holding empty libhccl.so / libatb.so)."""
+    toolkit = tmp_path / "Ascend/ascend-toolkit/latest"
+    atb = tmp_path / "Ascend/nnal/atb/latest/atb/cxx_abi_1"
+    for lib_dir, lib in ((toolkit / "lib64", "libhccl.so"), (atb / "lib", "libatb.so")):
+        lib_dir.mkdir(parents=True)
+        (lib_dir / lib).write_bytes(b"")
+    (toolkit / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann\n"
+                                                          "version=9.0.0\n")
+    return {"ASCEND_TOOLKIT_HOME": str(toolkit), "ASCEND_HOME_PATH": str(toolkit),
+            "ATB_HOME_PATH": str(atb),
+            "LD_LIBRARY_PATH": f"{toolkit / 'lib64'}:{atb / 'lib'}"}
