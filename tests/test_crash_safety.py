@@ -25,6 +25,9 @@ import pytest
 
 from tests.kit import make_dist, run_process, write_manifest
 
+# Real processes killed, interrupted and racing, dozens of runs: seconds each (integration tier).
+pytestmark = pytest.mark.integration
+
 FILES = 12
 
 

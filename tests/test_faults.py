@@ -203,6 +203,8 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
+# Real processes interrupted mid-transaction, as test_crash_safety.py (integration tier).
+@pytest.mark.integration
 def test_sigint_after_the_commit_point_reports_applied(tmp_path: Path) -> None:
     site, manifest = _target(tmp_path, tmp_path)
     # Points: 1 backups, 2 journal, 3-4 the files, 5 the ledger, 6 after the commit point.

@@ -15,7 +15,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.kit import DEMO_MOD, DEMO_OTHER, DEMO_PATCH, make_dist, write_manifest
+
+# Real processes held mid-transaction and racing readers (integration tier).
+pytestmark = pytest.mark.integration
 
 MOD, OTHER = DEMO_MOD, DEMO_OTHER
 PATCH = DEMO_PATCH
