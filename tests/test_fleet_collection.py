@@ -1,6 +1,6 @@
 """The ascendpatch.fleet collection as files: ansible-doc reads the module's documentation,
 ansible-galaxy builds it, the playbooks say what the README promises. (Running it is
-test_fleet_ansible.py.)"""
+test_fleet_ansible.py.) The two that run Ansible's own tools are in the integration tier."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.kit import REPO
@@ -19,6 +20,7 @@ COLLECTION = REPO / "ansible"
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.integration
 def test_ansible_doc_documents_the_module() -> None:
     proc = subprocess.run([BIN / "ansible-doc", "-t", "module", "-M",
                            COLLECTION / "plugins" / "modules", "ascendpatch", "--json"],
@@ -34,6 +36,7 @@ def test_ansible_doc_documents_the_module() -> None:
     assert {"exit_code", "changed_files", "result"} <= set(doc["return"])
 
 
+@pytest.mark.integration
 def test_galaxy_builds_the_collection(tmp_path: Path) -> None:
     subprocess.run([BIN / "ansible-galaxy", "collection", "build", COLLECTION,
                     "--output-path", tmp_path], check=True, capture_output=True, timeout=120)

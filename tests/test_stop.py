@@ -148,6 +148,8 @@ def _namespaces_work() -> str | None:
 
 
 NO_NAMESPACE = _namespaces_work()
+# The scenarios in a namespace run real process trees and wait out real grace periods (seconds
+# each): they are marked integration; what needs no namespace stays in the fast tier.
 needs_namespace = pytest.mark.skipif(NO_NAMESPACE is not None, reason=NO_NAMESPACE or "")
 
 
@@ -189,6 +191,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.integration
 @needs_namespace
 def test_pid_1_is_refused_and_nothing_is_signalled(host: dict[str, Any]) -> None:
     for name in ("pid1", "pidfile1"):
@@ -202,6 +205,7 @@ def test_pid_1_is_refused_and_nothing_is_signalled(host: dict[str, Any]) -> None
         assert all(step["alive"].values()), step["alive"]
 
 
+@pytest.mark.integration
 @needs_namespace
 def test_an_ancestor_is_refused(host: dict[str, Any]) -> None:
     step = host["steps"]["ancestor"]
@@ -209,6 +213,7 @@ def test_an_ancestor_is_refused(host: dict[str, Any]) -> None:
     assert all(step["alive"].values())
 
 
+@pytest.mark.integration
 @needs_namespace
 def test_the_server_tree_stops_and_every_canary_survives(host: dict[str, Any]) -> None:
     step, pids = host["steps"]["server"], host["pids"]
@@ -226,6 +231,7 @@ def test_the_server_tree_stops_and_every_canary_survives(host: dict[str, Any]) -
             "you: left alone (--force-user") in out
 
 
+@pytest.mark.integration
 @needs_namespace
 def test_force_user_and_all_vllm_are_the_explicit_escape_hatches(host: dict[str, Any]) -> None:
     force, everything = host["steps"]["force"]["alive"], host["steps"]["all"]["alive"]
@@ -236,6 +242,7 @@ def test_force_user_and_all_vllm_are_the_explicit_escape_hatches(host: dict[str,
     assert everything["other_server"]
 
 
+@pytest.mark.integration
 @needs_namespace
 def test_container_with_vllm_serve_as_pid_1(tmp_path: Path) -> None:
     """`vllm serve` is the container's entry point (PID 1): its live EngineCore is no
@@ -341,6 +348,7 @@ def _ns(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.integration
 def test_zombie_is_reported_with_its_parent_and_no_memory_claim() -> None:
     """A zombie has exited, but NPU memory may stay held until it is reaped (#9888)."""
     doc = _ns(ZOMBIE)
@@ -379,6 +387,7 @@ def test_a_fifo_pidfile_is_refused_without_blocking(tmp_path: Path) -> None:
     assert result.code == 2 and "is not a regular file" in result.err + result.out
 
 
+@pytest.mark.integration
 def test_kill_not_permitted_is_named() -> None:
     """EPERM from kill(2) is reported as "not permitted", not as uninterruptible I/O. Only
     os.kill is replaced (no process refuses root here); the process itself is real."""
@@ -389,6 +398,7 @@ def test_kill_not_permitted_is_named() -> None:
     assert "uninterruptible" not in doc["out"]
 
 
+@pytest.mark.integration
 def test_npu_smi_table_is_shown_afterwards(tmp_path: Path) -> None:
     """Where npu-smi exists its process table follows (STAND-IN npu-smi printing the real
     table layout recorded in vllm-ascend #12980: no NPU here)."""
@@ -446,6 +456,7 @@ print(json.dumps({"reused": canary.pid == leftover.pid, "alive": canary.poll() i
 """
 
 
+@pytest.mark.integration
 def test_a_pid_recycled_after_discovery_is_never_signalled() -> None:
     """The leftover found by the scan ends, and the kernel gives its PID to an unrelated
     process (forced with ns_last_pid) before the signal: the newcomer survives, and is not
@@ -488,6 +499,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.integration
 def test_stale_linked_and_foreign_pidfiles_are_refused(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     doc = _ns(PIDFILES, env={"TMP": str(tmp_path)})
@@ -530,6 +542,7 @@ print(json.dumps({"code": run.returncode, "out": run.stdout + run.stderr, "engin
 """
 
 
+@pytest.mark.integration
 def test_a_custom_server_as_pid_1_keeps_its_engine() -> None:
     """The container's entry point serves through a script of its own (`python serve.py`,
     not recognisable as `vllm serve`): its live EngineCore is its child in its session, not
