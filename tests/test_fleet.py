@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.kit import make_dist, run_cli, write_manifest
+from tests.kit import isolated, make_dist, run_cli, write_manifest
 
 PATCH = """\
 --- a/demo/mod.py
@@ -31,23 +32,31 @@ def _host(root: Path, manifest: Path, version: str = "1.0", edit: bool = False) 
     return site
 
 
-@pytest.fixture
-def snaps(tmp_path: Path) -> Path:
-    """node-a/b/d as each other, node-c hand-edited, node-e at another version."""
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """node-a/b/d as each other, node-c hand-edited, node-e at another version (built once:
+    five applies and five snapshots; each test gets its own copy of the snapshots)."""
+    tmp_path = tmp_path_factory.mktemp("fleet")
     (tmp_path / "fix.patch").write_text(PATCH)
     manifest = write_manifest(tmp_path / "m.yaml", [{
         "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
         "versions": ">=1", "source": "fix.patch"}])
     out = tmp_path / "snapshots"
     out.mkdir()
-    for host, version, edit in [("node-a", "1.0", False), ("node-b", "1.0", False),
-                                ("node-c", "1.0", True), ("node-d", "1.0", False),
-                                ("node-e", "1.1", False)]:
-        site = _host(tmp_path / host, manifest, version, edit)
-        made = run_cli("--site-packages", site, "--manifest", manifest, "snapshot", "-o",
-                       out / f"{host}.json")
-        assert made.code == 0, made.err
+    with isolated(tmp_path / "home"):
+        for host, version, edit in [("node-a", "1.0", False), ("node-b", "1.0", False),
+                                    ("node-c", "1.0", True), ("node-d", "1.0", False),
+                                    ("node-e", "1.1", False)]:
+            site = _host(tmp_path / host, manifest, version, edit)
+            made = run_cli("--site-packages", site, "--manifest", manifest, "snapshot", "-o",
+                           out / f"{host}.json")
+            assert made.code == 0, made.err
     return out
+
+
+@pytest.fixture
+def snaps(built: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(built, tmp_path / "snapshots"))
 
 
 def _report(*args: str | Path) -> tuple[int, dict[str, object], str]:

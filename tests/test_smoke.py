@@ -17,6 +17,7 @@ from tests.kit import run_cli
 EVIL_ID = "model\x1b]0;pwned\x07\x1b[2J"
 # a new line that forges an [OK] line, and rich markup that would open an OSC 8 link
 FORGED_ID = "m\n[OK] chat completion with top_p=0.9: 200 \\[link=http://evil/]x\\[/link]"
+DRIP_GAP = 0.25  # seconds between two bytes of a dripping answer
 
 
 class Server(http.server.BaseHTTPRequestHandler):
@@ -34,10 +35,13 @@ class Server(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _drip(self, data: bytes) -> None:
-        for byte in data:  # one byte a second, as a stuck or hostile server might
-            self.wfile.write(bytes([byte]))
-            self.wfile.flush()
-            time.sleep(1.0)
+        for byte in data:  # one byte at a time, as a stuck or hostile server might
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:  # the client gave up, as it should (no traceback on stderr: a
+                return  # later in-process test would capture it as its own output)
+            time.sleep(DRIP_GAP)
 
     def do_GET(self) -> None:
         Server.hits.append(self.path)
@@ -93,7 +97,8 @@ def _stop(server: http.server.ThreadingHTTPServer) -> None:
 def _start(host: str = "127.0.0.1", port: int = 0) -> http.server.ThreadingHTTPServer:
     server = http.server.ThreadingHTTPServer((host, port), Server)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # (a short poll interval: shutdown() waits for it, and every test stops a server)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     return server
 
 
@@ -152,14 +157,15 @@ def test_a_huge_answer_is_refused(url: str) -> None:
 
 @pytest.mark.parametrize("mode", ["drip-body", "drip-headers"])
 def test_timeout_bounds_the_whole_request(url: str, mode: str) -> None:
-    """A server dripping a byte a second never lets a per-read timeout expire: the deadline
-    must cover the whole request."""
+    """A server dripping a byte every DRIP_GAP s never lets a per-read timeout expire: the
+    deadline must cover the whole request."""
     Server.mode = mode
+    timeout = 3 * DRIP_GAP  # every read is answered well within it
     start = time.monotonic()
-    result = run_cli("smoke", "--url", url, "--timeout", "2")
+    result = run_cli("smoke", "--url", url, "--timeout", str(timeout))
     took = time.monotonic() - start
     assert result.code == 1 and "failed: timed out" in result.out, result.out
-    assert took < 8, f"took {took:.1f} s with --timeout 2"
+    assert took < 4 * timeout, f"took {took:.1f} s with --timeout {timeout}"
 
 
 def test_a_redirect_to_another_host_is_not_followed(url: str) -> None:
@@ -215,13 +221,14 @@ def test_wait_until_the_server_is_ready() -> None:
         port = probe.getsockname()[1]
     Server.mode = "ok"
     started: list[http.server.ThreadingHTTPServer] = []
-    timer = threading.Timer(2.0, lambda: started.append(_start(port=port)))
+    timer = threading.Timer(0.5, lambda: started.append(_start(port=port)))
     timer.start()
     try:
         result = run_cli("smoke", "--url", f"http://127.0.0.1:{port}", "--wait", "30",
                          "--timeout", "2")
         assert result.code == 0, result.out
         assert "[OK] server ready after" in result.out
+        assert "(1 tries)" not in result.out, "the first try came before the server"
     finally:
         timer.join()
         for server in started:

@@ -20,11 +20,41 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pytest
+
 from ascendpatch.cli import main
 from ascendpatch.env.standins import write_distribution
 from ascendpatch.hashing import record_text
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """Point HOME, logs and caches at ``home`` and drop the machine's pip configuration.
+
+    conftest applies it to every test; a fixture built once per module applies it itself
+    (module fixtures run before the per-test one), so nothing ever writes to the real home.
+    """
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("ASCENDPATCH_LOG_DIR", str(home / "logs"))
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(home / ".cache" / "ascendpatch"))
+    for var in ("ASCENDPATCH_PYTHON", "ASCENDPATCH_CRASH_AT", "ASCENDPATCH_DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    # The machine's pip configuration (extra indexes, find-links, a global constraints file)
+    # must not leak into tests that run real pip: each test says where packages come from.
+    for var in [v for v in os.environ if v.startswith("PIP_")]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+
+
+@contextlib.contextmanager
+def isolated(home: Path) -> Iterator[None]:
+    """``isolate`` for the duration of a ``with`` block (for module-scoped fixtures)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        isolate(monkeypatch, home)
+        yield
 
 
 def make_dist(site: Path, name: str, version: str, files: Mapping[str, str | bytes],
