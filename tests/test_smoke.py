@@ -155,6 +155,8 @@ def test_a_huge_answer_is_refused(url: str) -> None:
     assert result.code == 1 and "the answer is larger than 8 MB: refused" in result.out
 
 
+# Waits out real timers (seconds): integration tier.
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["drip-body", "drip-headers"])
 def test_timeout_bounds_the_whole_request(url: str, mode: str) -> None:
     """A server dripping a byte every DRIP_GAP s never lets a per-read timeout expire: the
@@ -215,6 +217,8 @@ def test_url_credentials_are_never_echoed() -> None:
     assert result.code == 1 and "s3cret" not in result.out + result.err
 
 
+# Waits out real timers (seconds): integration tier.
+@pytest.mark.integration
 def test_wait_until_the_server_is_ready() -> None:
     with socket.socket() as probe:  # a free port, bound later by the "slow starting" server
         probe.bind(("127.0.0.1", 0))
@@ -236,6 +240,8 @@ def test_wait_until_the_server_is_ready() -> None:
             server.server_close()
 
 
+# Waits out real timers (seconds): integration tier.
+@pytest.mark.integration
 def test_wait_gives_up_with_the_last_error() -> None:
     result = run_cli("smoke", "--url", "http://127.0.0.1:9", "--wait", "2", "--timeout", "1")
     assert result.code == 1

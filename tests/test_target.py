@@ -128,6 +128,8 @@ def test_manifest_candidates_are_not_run_by_commands_that_need_no_interpreter(
     assert marker.exists()
 
 
+# Waits out real timers (seconds): integration tier.
+@pytest.mark.integration
 def test_a_python_that_times_out_is_killed_with_its_whole_group(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     child_pid = tmp_path / "child.pid"
