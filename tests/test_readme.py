@@ -41,7 +41,10 @@ def test_readme_opens_with_exactly_two_commands() -> None:
     assert readme_commands(text) == ["bash install.sh --sandbox", "bash .ci/run"]
     assert "TIME_" not in text, "state the timings as measured"
     ci = (REPO / ".ci" / "run").read_text()
-    assert 'pytest "${pytest_args[@]}"' in ci  # CI runs the whole suite by default
+    assert 'pytest "${pytest_args[@]}"' in ci  # a selection when one is given ...
+    assert '"$py" -m pytest --cov\n' in ci  # ... else the whole suite, with the coverage gate
+    assert "`python -m pytest --cov`" in text  # and the README says so
+    assert '`VENV/bin/python -m pytest -m "not integration"`' in text  # the fast tier
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +58,8 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _env(home: Path) -> dict[str, str]:
     env = {**MACHINE_ENV, "HOME": str(home), IN_CLONE: "1"}
+    for name in [n for n in env if n.startswith("COVERAGE_")]:
+        env.pop(name)  # a run under --cov: the clone's processes are not this checkout's code
     for name in ("ASCENDPATCH_PREFIX", "ASCENDPATCH_BIN_DIR", "ASCENDPATCH_PYTHON",
                  "XDG_DATA_HOME", "XDG_CACHE_HOME", "ASCENDPATCH_CACHE"):
         env.pop(name, None)
