@@ -288,7 +288,7 @@ def test_record_sizes_only_order_the_work(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real venv (no pip: fast) with two distributions."""
-    from tests.wheels import make_venv, site_packages
+    from tests.kit.wheels import make_venv, site_packages
 
     python = make_venv(tmp_path_factory.mktemp("venv"))
     site = site_packages(python)

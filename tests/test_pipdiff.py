@@ -25,8 +25,7 @@ from ascendpatch.env.pipadapter import Source
 from ascendpatch.env.pipdiff import InstallPlan, PackageChange, PipStep, Refusal, Unmet
 from ascendpatch.env.target import Target, from_python
 from ascendpatch.errors import RefusedError
-from tests import wheels
-from tests.kit import build_wheel, tree_digest
+from tests.kit import build_wheel, tree_digest, wheels
 
 pytestmark = pytest.mark.integration
 
