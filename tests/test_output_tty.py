@@ -92,6 +92,8 @@ def test_terminal_shows_spinner_and_colours(world: list[str]) -> None:
     assert re.search(r"hashing \d+ files", text)  # ... on the audit's hashing step
 
 
+# Real processes (seconds in all): integration tier.
+@pytest.mark.integration
 def test_no_color_on_a_terminal_has_neither_colour_nor_spinner(world: list[str]) -> None:
     code, text = in_pty([*world, "apply"], _clean_env(NO_COLOR="1"))
     assert code == 0 and "[OK] Applied demo fix" in text
@@ -100,6 +102,8 @@ def test_no_color_on_a_terminal_has_neither_colour_nor_spinner(world: list[str])
     assert ESC not in text and not SPINNER.search(text), repr(text)
 
 
+# Real processes (seconds in all): integration tier.
+@pytest.mark.integration
 def test_piped_output_is_plain_and_force_color_colours_it(world: list[str]) -> None:
     done = piped([*world, "apply"], _clean_env())
     assert done.stdout == "[OK] Applied demo fix\n"
@@ -113,6 +117,8 @@ def test_piped_output_is_plain_and_force_color_colours_it(world: list[str]) -> N
     assert ESC not in never  # --color beats the environment
 
 
+# Real processes (seconds in all): integration tier.
+@pytest.mark.integration
 def test_plan_diff_is_coloured_on_a_terminal(world: list[str]) -> None:
     code, text = in_pty([*world, "plan"], _clean_env())
     assert code == 1  # changes pending
@@ -128,6 +134,8 @@ def test_quiet_shows_only_problems(world: list[str]) -> None:
     assert quiet.code == 1 and quiet.out.startswith("[FAIL] demo fix: conflict in demo/m0.py")
 
 
+# Real pip: integration tier.
+@pytest.mark.integration
 def test_verbose_shows_pip_command_lines_and_output() -> None:
     err = io.StringIO()
     reporter = output.ConsoleReporter(color="never", verbose=True)

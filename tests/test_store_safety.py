@@ -440,6 +440,8 @@ def test_recovery_undoes_several_entries_for_one_path_last_first(tmp_path: Path)
     assert (root / "mod.py").read_bytes() == b"original\n"
 
 
+# Six real processes with a deadline: integration tier.
+@pytest.mark.integration
 @pytest.mark.parametrize("planted", ["fifo", "folder"])
 def test_a_fifo_or_folder_at_a_patched_path_is_refused_not_waited_on(env: dict[str, Path],
                                                                      planted: str) -> None:
