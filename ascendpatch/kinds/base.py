@@ -192,3 +192,28 @@ def read_source(site: ArtifactSite) -> bytes:
     except OSError as exc:
         raise InvalidInputError(f"artifact {site.artifact.id}: source {site.source} cannot be "
                                 f"read ({exc})") from None
+
+
+@dataclass(frozen=True)
+class OneFile:
+    """The one file a single-file kind owns: where it is, what it holds, what it should hold."""
+
+    rel: str
+    path: Path
+    current: bytes | None  # None: absent
+    new: bytes  # the artifact's source
+
+
+class SingleFileKind(BaseKind):
+    """A kind that puts the artifact's one source file at its one target path (file, dropin):
+    it checks both before anything is written and reads them together."""
+
+    def prepare(self, site: ArtifactSite) -> None:
+        site.path(single_target(site))
+        read_source(site)
+
+    @staticmethod
+    def one_file(site: ArtifactSite) -> OneFile:
+        rel = single_target(site)
+        path, current = site.read(rel)
+        return OneFile(rel, path, current, read_source(site))

@@ -9,33 +9,20 @@ from __future__ import annotations
 
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import (
-    UNKNOWN,
-    ArtifactSite,
-    BaseKind,
-    Content,
-    FileFinding,
-    read_source,
-    single_target,
-)
+from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding, SingleFileKind
 from ascendpatch.manifest import schema as s
 
 
-class DropinKind(BaseKind):
+class DropinKind(SingleFileKind):
     name = "dropin"
     options_schema = s.Obj({  # a SmoothQuant drop-in: verify and logs check its other halves
         "scales_env": s.Str(s.env_name),  # the variable that names the scales file
         "scale_vectors": s.Int(),  # how many scale vectors each rank logs it loaded
     })
 
-    def prepare(self, site: ArtifactSite) -> None:
-        site.path(single_target(site))
-        read_source(site)
-
     def inspect(self, site: ArtifactSite) -> list[FileFinding]:
-        rel = single_target(site)
-        path, current = site.read(rel)
-        new = read_source(site)
+        one = self.one_file(site)
+        rel, path, current, new = one.rel, one.path, one.current, one.new
         hashes = site.variant.sha256.get(rel)
         originals = set(hashes.before if hashes else ())
         record = site.record_sha256(rel)
@@ -43,15 +30,15 @@ class DropinKind(BaseKind):
             originals.add(record)
         if current is None:
             return [FileFinding(rel, path, FileState.CONFLICT, None, Content(new), UNKNOWN,
-                             f"{rel}: missing (the file this drop-in replaces is not installed)",
-                             forceable=True)]
+                                f"{rel}: missing (the file this drop-in replaces is not installed)",
+                                forceable=True)]
         digest = sha256_bytes(current)
         if current == new:
             return [FileFinding(rel, path, FileState.APPLIED, current, Content(new), UNKNOWN,
-                             f"{rel}: drop-in installed")]
+                                f"{rel}: drop-in installed")]
         if digest in originals:
             return [FileFinding(rel, path, FileState.PRISTINE, current, Content(new),
-                             Content(current), f"{rel}: known original ({digest[:12]})")]
+                                Content(current), f"{rel}: known original ({digest[:12]})")]
         return [FileFinding(rel, path, FileState.CONFLICT, current, Content(new), Content(current),
-                         f"{rel}: unrecognised content (sha256 {digest[:12]}…, not a known "
-                         f"original)", forceable=True)]
+                            f"{rel}: unrecognised content (sha256 {digest[:12]}…, not a known "
+                            f"original)", forceable=True)]
