@@ -49,7 +49,7 @@ def _package(plan: ArtifactPlan) -> str:
 def skipped(plan: ArtifactPlan) -> ArtifactResult:
     assert plan.skip is not None
     return _result(plan, Status.SKIPPED, plan.skip.level,
-                   f"{plan.artifact.title}: {plan.skip.reason}")
+                   f"{plan.artifact.title}: {plan.skip.reason}", fix=plan.skip.fix)
 
 
 def nothing_to_do(plan: ArtifactPlan) -> ArtifactResult | None:

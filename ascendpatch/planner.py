@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ascendpatch.env.target import Distribution, Target
-from ascendpatch.errors import InvalidInputError
+from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.kinds import KINDS, PLANNED_KINDS
 from ascendpatch.kinds.base import ArtifactSite, FileFinding
@@ -27,6 +27,12 @@ from ascendpatch.results import Level
 class Skip:
     reason: str
     level: Level = Level.SKIP
+    fix: str = ""  # what the user can do about it, as data (output.py words it)
+
+    @classmethod
+    def from_error(cls, exc: AscendpatchError) -> Skip:
+        """An input this artifact needs is missing (e.g. ${MODEL_DIR} unset): a warning."""
+        return cls(exc.message, Level.WARN, exc.fix or "")
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,7 @@ def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
         except InvalidInputError as exc:  # e.g. ${MODEL_DIR} is not set
             if required:
                 raise
-            return Skip(f"{exc}", Level.WARN)
+            return Skip.from_error(exc)
         return ArtifactSite(artifact, artifact.variants[0], None, root, None, dict(env))
     dist = target.get(artifact.distribution) if artifact.distribution else None
     if dist is None:
@@ -95,14 +101,15 @@ def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
         variant = decided
     if variant is None:
         return Skip(f"no variant for {dist.name} {dist.version} (covers "
-                    f"{artifact.covered_versions()}); check whether this release needs the fix "
-                    f"(ascendpatch port)", Level.WARN)
+                    f"{artifact.covered_versions()})", Level.WARN,
+                    f"check whether this release needs the fix: ascendpatch port {artifact.id} "
+                    f"--to {dist.version}")
     try:
         source = resolve_source(artifact, variant.source, env) if variant.source else None
     except InvalidInputError as exc:
         if required:
             raise
-        return Skip(f"{exc}", Level.WARN)
+        return Skip.from_error(exc)
     return ArtifactSite(artifact, variant, dist, dist.location, source, dict(env))
 
 
@@ -127,8 +134,8 @@ def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) 
                     f"{verdict.reason}")
     if verdict.variant is None:
         return Skip(f"{release} is not in the catalog and needs the fix by hand: "
-                    f"{verdict.reason}; fix: ascendpatch port {artifact.id} --to {dist.version} "
-                    f"--write", Level.FAIL)
+                    f"{verdict.reason}", Level.FAIL,
+                    f"ascendpatch port {artifact.id} --to {dist.version} --write")
     return verdict.variant
 
 

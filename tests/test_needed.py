@@ -8,6 +8,7 @@ test_catalog.py and test_porting.py.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,16 @@ def test_unknown_release_where_no_patch_fits_fails_with_the_port_command(
         f"variant's patch fits; fix: ascendpatch --manifest {catalog} port demo-fix --to 2.0 "
         "--write")  # the hint repeats the --manifest given (issue 13)
     assert tree_digest(site) == before
+
+
+def test_the_skips_fix_is_data_in_json(site: Path, catalog: Path) -> None:
+    """The port command is the item's ``fix``, not words glued into its message."""
+    make_dist(site, "demo", "2.0", {"demo/__init__.py": "", "demo/sampler.py": REWRITTEN})
+    result = run_cli("--site-packages", site, "--manifest", catalog, "apply", "--json")
+    (item,) = json.loads(result.out)["results"]
+    assert item["fix"] == f"ascendpatch --manifest {catalog} port demo-fix --to 2.0 --write"
+    assert item["message"].endswith("; fix: " + item["fix"])
+    assert item["message"].count("; fix: ") == 1
 
 
 def test_a_covered_release_is_still_decided_by_its_variant(site: Path, catalog: Path) -> None:
