@@ -497,22 +497,7 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
                             workers or os.cpu_count() or 2, walk if orphans else None)
     report.files_checked, report.files_hashed = len(outcome.digests), outcome.hashed
     summary: dict[str, Any] = {"records": records_key, "missing": [], "differ": []}
-    for key in outcome.missing:
-        dist = entries[key].dist
-        summary["missing"].append([key, dist.name, dist.version])
-        report.findings.append(Finding("missing", key, dist.name, f"{dist.name} {dist.version}"))
-    for key, digest in outcome.digests.items():
-        entry = entries[key]
-        if digest.startswith(UNREADABLE):
-            summary["unreadable"] = True
-            report.findings.append(Finding("unreadable", key, entry.dist.name,
-                                           f"{entry.dist.name} {entry.dist.version}: "
-                                           f"{digest[len(UNREADABLE):]}"))
-        elif digest != entry.record_hash:
-            finding = _compare(entry, outcome.stats[key], record_to_hex(digest) or "", wanted)
-            summary["differ"].append([key, finding.code, entry.dist.name, entry.dist.version])
-            report.findings.append(finding)
-    report.findings += orphan_findings
+    report.findings = [*_record_findings(outcome, entries, wanted, summary), *orphan_findings]
     if full:
         _remember(cache, entries, summary)
     cache.save()
@@ -524,6 +509,29 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
         report.timings.largest_start += before_hashing
     report.timings.total = clock() - start
     return report
+
+
+def _record_findings(outcome: _Outcome, entries: Mapping[str, _Entry], wanted: _Lazy,
+                     summary: dict[str, Any]) -> list[Finding]:
+    """What the hashes say against RECORD: missing, unreadable and differing files (and the
+    same, in ``summary``, for the cache of the next repeat audit)."""
+    findings = []
+    for key in outcome.missing:
+        dist = entries[key].dist
+        summary["missing"].append([key, dist.name, dist.version])
+        findings.append(Finding("missing", key, dist.name, f"{dist.name} {dist.version}"))
+    for key, digest in outcome.digests.items():
+        entry = entries[key]
+        if digest.startswith(UNREADABLE):
+            summary["unreadable"] = True
+            findings.append(Finding("unreadable", key, entry.dist.name,
+                                    f"{entry.dist.name} {entry.dist.version}: "
+                                    f"{digest[len(UNREADABLE):]}"))
+        elif digest != entry.record_hash:
+            finding = _compare(entry, outcome.stats[key], record_to_hex(digest) or "", wanted)
+            summary["differ"].append([key, finding.code, entry.dist.name, entry.dist.version])
+            findings.append(finding)
+    return findings
 
 
 def _remember(cache: StatCache, entries: Mapping[str, _Entry], summary: dict[str, Any]) -> None:
