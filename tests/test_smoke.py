@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import http.server
 import json
+import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
+from ascendpatch.deploy import smoke
 from tests.kit import run_cli
 
 EVIL_ID = "model\x1b]0;pwned\x07\x1b[2J"
@@ -281,3 +284,26 @@ def test_a_redirect_to_a_non_ascii_location_is_a_clear_failure() -> None:
                          "--timeout", "5")
     assert result.code == 1, result.out + result.err
     assert "redirect to an invalid location" in result.out and "\x1b" not in result.out
+
+
+def _blocked(native_id: int) -> int:
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("SigBlk:")), 16)
+
+
+def test_the_deadline_thread_never_takes_a_ctrl_c() -> None:
+    """The kernel hands a process signal to any thread that does not block it; the deadline
+    timer blocks SIGINT/SIGTERM, so ^C always reaches the main thread, which is in recv()."""
+    interrupt, terminate = 1 << (signal.SIGINT - 1), 1 << (signal.SIGTERM - 1)
+    deaf, plain = threading.Timer(60, lambda: None), threading.Timer(60, lambda: None)
+    try:
+        smoke._start_deaf(deaf)
+        plain.start()  # the control: a thread started as before
+        assert deaf.native_id is not None and plain.native_id is not None
+        assert _blocked(deaf.native_id) & (interrupt | terminate) == interrupt | terminate
+        assert _blocked(plain.native_id) & interrupt == 0
+        assert _blocked(threading.get_native_id()) & interrupt == 0  # restored in the caller
+    finally:
+        deaf.cancel()
+        plain.cancel()

@@ -13,6 +13,7 @@ import contextlib
 import http.client
 import json
 import math
+import signal
 import socket
 import threading
 import time
@@ -101,6 +102,20 @@ def _read_body(response: http.client.HTTPResponse) -> bytes:
         chunks.append(chunk)
 
 
+def _start_deaf(thread: threading.Thread) -> None:
+    """Start a helper thread with SIGINT/SIGTERM blocked in it. The kernel gives a process
+    signal to any thread that does not block it: had the timer thread taken the ^C, the main
+    thread would sit in recv() until the deadline instead of stopping now."""
+    if threading.current_thread() is not threading.main_thread():
+        thread.start()
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        thread.start()  # a new thread starts with its creator's mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _once(endpoint: Endpoint, method: str, path: str, body: bytes | None,
           deadline: float) -> tuple[http.client.HTTPResponse, bytes]:
     remaining = deadline - time.monotonic()
@@ -118,7 +133,7 @@ def _once(endpoint: Endpoint, method: str, path: str, body: bytes | None,
 
     timer = threading.Timer(remaining, cut)
     timer.daemon = True
-    timer.start()
+    _start_deaf(timer)
     try:
         conn.connect()
         sockets.append(conn.sock)
