@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from ascendpatch import cliargs
-from tests.kit import REPO, run_process
+from tests.kit import REPO, ctrl_c_as_a_terminal_gives_it, run_process
 
 
 def test_every_command_handler_is_an_object_that_loads_its_function() -> None:
@@ -86,7 +86,7 @@ def _interrupted_smoke(server: socket.socket, *options: str) -> subprocess.Compl
     proc = subprocess.Popen([sys.executable, "-m", "ascendpatch", *options, "smoke", "--url",
                              f"http://127.0.0.1:{port}", "--timeout", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, preexec_fn=ctrl_c_as_a_terminal_gives_it)
     try:
         connection, _ = server.accept()  # the command is now waiting for an answer
         with connection:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import make_dist, run_process, write_manifest
+from tests.kit import CTRL_C_PRELUDE, make_dist, run_process, write_manifest
 
 # Real processes killed, interrupted and racing, dozens of runs: seconds each (integration tier).
 pytestmark = pytest.mark.integration
@@ -176,6 +176,7 @@ def test_sigint_rolls_back_and_exits_130(template: dict[str, Path], tmp_path: Pa
     site = tmp_path / "sigint"
     shutil.copytree(template["site"], site)
     code = (
+        CTRL_C_PRELUDE +
         "import os, signal, sys\n"
         "import ascendpatch.store.crash as crash\n"
         "n = {'i': 0}\n"

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import DEMO_PATCH, make_dist, run_cli, run_process, tree_digest, write_manifest
+from tests.kit import (
+    CTRL_C_PRELUDE,
+    DEMO_PATCH,
+    make_dist,
+    run_cli,
+    run_process,
+    tree_digest,
+    write_manifest,
+)
 
 MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 200))
 OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 100))
@@ -188,7 +196,7 @@ def test_permission_denied_mid_apply(tmp_path: Path) -> None:
 
 
 # The apply of a two-file patch, with Ctrl-C delivered at crash point N.
-SIGINT_AT = """\
+SIGINT_AT = CTRL_C_PRELUDE + """\
 import os, signal, sys
 import ascendpatch.store.crash as crash
 at = int(sys.argv[1])

@@ -13,6 +13,7 @@ import http.server
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -118,6 +119,17 @@ def run_process(*args: str | Path, env: Mapping[str, str] | None = None,
                           capture_output=True, text=True, env=full_env, timeout=timeout,
                           check=False, stdin=subprocess.DEVNULL)
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def ctrl_c_as_a_terminal_gives_it() -> None:
+    """preexec_fn for a child the test will ^C: SIGINT back to its default disposition.
+    A job started in the background by a non-interactive shell (as CI runners and `cmd &` do)
+    inherits SIGINT *ignored*, and Python then installs no KeyboardInterrupt handler at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# The same, for a ``python -c`` script that sends itself SIGINT.
+CTRL_C_PRELUDE = "import signal as _s; _s.signal(_s.SIGINT, _s.default_int_handler)\n"
 
 
 @contextlib.contextmanager
