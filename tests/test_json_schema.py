@@ -18,21 +18,11 @@ import yaml
 
 from ascendpatch import cliargs
 from ascendpatch.catalog import data_root
-from tests.kit import make_dist, run_cli, wheels, write_manifest
+from tests.kit import DEMO_MOD, DEMO_OTHER, DEMO_PATCH, make_dist, run_cli, wheels, write_manifest
 
 jsonschema = pytest.importorskip("jsonschema")
 
 DATA = Path(__file__).resolve().parent.parent / "ascendpatch" / "data"
-MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 11))
-PATCH = """\
---- a/demo/mod.py
-+++ b/demo/mod.py
-@@ -2,3 +2,3 @@
- value_2 = 2
--value_3 = 3
-+value_3 = 33
- value_4 = 4
-"""
 
 
 def validator(name: str) -> Any:
@@ -49,8 +39,9 @@ def assert_valid(doc: dict[str, Any]) -> None:
 
 @pytest.fixture
 def world(site: Path, tmp_path: Path) -> dict[str, Path]:
-    make_dist(site, "demo", "1.0.0", {"demo/__init__.py": "", "demo/mod.py": MOD})
-    (tmp_path / "fix.patch").write_text(PATCH)
+    make_dist(site, "demo", "1.0.0", {"demo/__init__.py": "", "demo/mod.py": DEMO_MOD,
+                                       "demo/other.py": DEMO_OTHER})
+    (tmp_path / "fix.patch").write_text(DEMO_PATCH)
     manifest = write_manifest(tmp_path / "m.yaml", [
         {"id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
          "versions": ">=1.0", "source": "fix.patch"},
