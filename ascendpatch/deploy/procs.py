@@ -112,11 +112,6 @@ def started_at(proc: Proc) -> float:
     return boot + proc.start / os.sysconf("SC_CLK_TCK")
 
 
-def running(pid: int) -> bool:
-    proc = read(pid)
-    return proc is not None and not proc.zombie
-
-
 def descendants(root: int, procs: Iterable[Proc]) -> set[int]:
     children: dict[int, list[int]] = {}
     for proc in procs:
