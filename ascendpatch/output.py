@@ -265,7 +265,7 @@ def fleet_table(doc: dict[str, Any], stream: IO[str], color: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    plain = color == "never" or (color == "auto" and not _isatty(stream))
+    colour = use_color(color, stream)
     table = Table(title=Text(safe(f"fleet against the {doc['baseline']['source']}")),
                   show_lines=False)
     table.add_column("host")
@@ -281,8 +281,8 @@ def fleet_table(doc: dict[str, Any], stream: IO[str], color: str) -> None:
             cells = [Text(safe(c["value"]), style=_CELL[c["level"]]) for c in host["cells"]]
         table.add_row(Text(safe(host["host"]), style=style), *cells,
                       "-" if host["status"] == "missing" else str(host["drift"]))
-    Console(file=stream, no_color=plain, force_terminal=True if color == "always" else None,
-            highlight=False, width=max(100, 14 * (len(doc["columns"]) + 2))).print(table)
+    Console(file=stream, no_color=not colour, force_terminal=colour, highlight=False,
+            width=max(100, 14 * (len(doc["columns"]) + 2))).print(table)
 
 
 def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str, Any]:

@@ -110,3 +110,30 @@ def test_a_fix_is_data_that_the_renderer_words() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     document = output.to_json(CommandResult("verify", (item, replace(item, fix=""))))
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)) == []
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("env", "stream", "coloured"), [
+    ({"NO_COLOR": "1"}, _Terminal, False),
+    ({"FORCE_COLOR": "1"}, io.StringIO, True),
+    ({}, _Terminal, True),
+    ({}, io.StringIO, False),
+])
+def test_the_fleet_table_follows_the_same_colour_rule_as_every_line(
+        monkeypatch: pytest.MonkeyPatch, env: dict[str, str], stream: type[io.StringIO],
+        coloured: bool) -> None:
+    for name in ("NO_COLOR", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    doc = {"baseline": {"source": "majority"}, "columns": ["pin:torch"],
+           "hosts": [{"host": "node-1", "status": "drift", "drift": 1,
+                      "cells": [{"value": "2.1.0", "level": "FAIL"}]}]}
+    out = stream()
+    output.fleet_table(doc, out, "auto")
+    assert "node-1" in out.getvalue()
+    assert ("\x1b[" in out.getvalue()) is coloured
