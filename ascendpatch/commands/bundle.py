@@ -15,6 +15,7 @@ files, the catalog included.
 from __future__ import annotations
 
 import importlib.metadata
+import io
 import re
 import tempfile
 import zipfile
@@ -64,17 +65,12 @@ def repack_installed(folder: Path) -> Path:
                                 fix="reinstall it (bash install.sh) or bundle from a checkout")
     record = f"{dist_info}/RECORD"
     contents[record] = record_text(contents, record).encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for rel, payload in contents.items():
+            archive.writestr(rel, payload)
     out = folder / f"ascendpatch-{dist.version}-py3-none-any.whl"
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".ascendpatch-", suffix=".part",
-                                     delete=False) as handle:
-        part = Path(handle.name)
-    try:
-        with zipfile.ZipFile(part, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            for rel, payload in contents.items():
-                archive.writestr(rel, payload)
-        part.replace(out)
-    finally:
-        part.unlink(missing_ok=True)
+    atomic.write_atomic(out, buffer.getvalue(), mode=0o644)
     return out
 
 
