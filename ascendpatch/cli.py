@@ -71,16 +71,13 @@ def _dispatch(args: argparse.Namespace) -> CommandResult:
     return handler(args)
 
 
-def _wants_json(argv: Sequence[str]) -> bool:
-    """--json among the options (not in a command line after "--")."""
-    words = list(argv)
-    return "--json" in (words[:words.index("--")] if "--" in words else words)
+def _options(words: list[str]) -> list[str]:
+    """The words before "--" (after it comes a command line, e.g. check-launch's)."""
+    return words[:words.index("--")] if "--" in words else words
 
 
-def _given_color(argv: Sequence[str]) -> str:
+def _given_color(words: list[str]) -> str:
     """--color X / --color=X among the options, for messages written before parsing ends."""
-    words = list(argv)
-    words = words[:words.index("--")] if "--" in words else words
     for index, word in enumerate(words):
         if word.startswith("--color="):
             return word.split("=", 1)[1]
@@ -91,10 +88,11 @@ def _given_color(argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    _Parser.json_errors = _wants_json(words)
+    options = _options(words)
+    _Parser.json_errors = "--json" in options
     names = {command.name for command in cliargs.COMMANDS}
     _Parser.command_hint = next((word for word in words if word in names), None)
-    _Parser.color = _given_color(words)
+    _Parser.color = _given_color(options)
     args = build_parser().parse_args(argv)
     from ascendpatch import output, progress
 
