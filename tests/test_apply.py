@@ -11,8 +11,8 @@ import pytest
 from tests.kit import (
     DEMO_MOD,
     DEMO_OTHER,
-    DEMO_PATCH,
     Run,
+    make_demo_target,
     make_dist,
     run_cli,
     tree_digest,
@@ -21,18 +21,10 @@ from tests.kit import (
 
 MOD, OTHER = DEMO_MOD, DEMO_OTHER
 
-PATCH_TWO_FILES = DEMO_PATCH
-
 
 @pytest.fixture
 def env(site: Path, tmp_path: Path) -> dict[str, Path]:
-    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
-                                      "demo/other.py": OTHER})
-    (tmp_path / "fix.patch").write_text(PATCH_TWO_FILES)
-    manifest = write_manifest(tmp_path / "m.yaml", [{
-        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
-        "versions": ">=1.0", "source": "fix.patch",
-    }])
+    manifest = make_demo_target(site, tmp_path)
     return {"site": site, "manifest": manifest, "patch": tmp_path / "fix.patch"}
 
 

@@ -22,17 +22,14 @@ import pytest
 
 from tests.kit import (
     CTRL_C_PRELUDE,
-    DEMO_PATCH,
-    make_dist,
+    make_demo_target,
     run_cli,
     run_process,
     tree_digest,
-    write_manifest,
 )
 
 MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 200))
 OTHER = "".join(f"other_{i} = {i}\n" for i in range(1, 100))
-PATCH = DEMO_PATCH
 
 
 def _skip(reason: str) -> None:
@@ -69,13 +66,7 @@ def small_fs(where: Path, size_kb: int = 1024) -> Iterator[Path]:
 
 def _target(root: Path, tmp: Path) -> tuple[Path, Path]:
     site = root / "site"
-    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
-                                      "demo/other.py": OTHER})
-    (tmp / "fix.patch").write_text(PATCH)
-    manifest = write_manifest(tmp / "m.yaml", [{
-        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
-        "versions": ">=1.0", "source": "fix.patch"}])
-    return site, manifest
+    return site, make_demo_target(site, tmp, MOD, OTHER)
 
 
 def _fill(root: Path, leave_pages: int) -> None:

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import DEMO_MOD, DEMO_OTHER, DEMO_PATCH, make_dist, write_manifest
+from tests.kit import DEMO_MOD, DEMO_OTHER, make_demo_target
 
 # Real processes held mid-transaction and racing readers (integration tier).
 pytestmark = pytest.mark.integration
 
 MOD, OTHER = DEMO_MOD, DEMO_OTHER
-PATCH = DEMO_PATCH
 
 # The apply, held at crash point 3 (first file replaced, second not) until "go" appears.
 HELD_APPLY = """\
@@ -46,12 +45,7 @@ sys.exit(main(sys.argv[3:]))
 
 def test_readers_wait_for_a_live_apply_and_never_report_half_written_state(
         site: Path, tmp_path: Path) -> None:
-    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
-                                      "demo/other.py": OTHER})
-    (tmp_path / "fix.patch").write_text(PATCH)
-    manifest = write_manifest(tmp_path / "m.yaml", [{
-        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
-        "versions": ">=1.0", "source": "fix.patch"}])
+    manifest = make_demo_target(site, tmp_path)
     held, go = tmp_path / "held", tmp_path / "go"
     target = ["--site-packages", str(site), "--manifest", str(manifest)]
     apply = subprocess.Popen([sys.executable, "-c", HELD_APPLY, str(held), str(go), *target,

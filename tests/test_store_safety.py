@@ -20,6 +20,7 @@ from tests.kit import (
     DEMO_OTHER,
     DEMO_PATCH,
     Run,
+    make_demo_target,
     make_dist,
     run_cli,
     run_process,
@@ -41,12 +42,7 @@ SECRET = b"root:do-not-touch\n"
 
 @pytest.fixture
 def env(site: Path, tmp_path: Path) -> dict[str, Path]:
-    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": MOD,
-                                      "demo/other.py": OTHER})
-    (tmp_path / "fix.patch").write_text(PATCH)
-    manifest = write_manifest(tmp_path / "m.yaml", [{
-        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
-        "versions": ">=1.0", "source": "fix.patch"}])
+    manifest = make_demo_target(site, tmp_path)
     victim = tmp_path / "victim" / "shadow"
     victim.parent.mkdir()
     victim.write_bytes(SECRET)

@@ -214,3 +214,15 @@ def fake_cann(tmp_path: Path) -> dict[str, str]:
     return {"ASCEND_TOOLKIT_HOME": str(toolkit), "ASCEND_HOME_PATH": str(toolkit),
             "ATB_HOME_PATH": str(atb),
             "LD_LIBRARY_PATH": f"{toolkit / 'lib64'}:{atb / 'lib'}"}
+
+
+def make_demo_target(site: Path, folder: Path, mod: str = DEMO_MOD,
+                     other: str = DEMO_OTHER) -> Path:
+    """The demo distribution in ``site`` and, in ``folder``, ``fix.patch`` (DEMO_PATCH) and the
+    manifest ``m.yaml`` naming it as the diff fix ``demo-fix``; returns the manifest's path."""
+    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": mod,
+                                      "demo/other.py": other})
+    (folder / "fix.patch").write_text(DEMO_PATCH)
+    return write_manifest(folder / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1.0", "source": "fix.patch"}])
