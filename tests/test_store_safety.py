@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ascendpatch.store import atomic
+from ascendpatch.store.ledger import LedgerStore
 from tests.kit import (
     DEMO_MOD,
     DEMO_OTHER,
@@ -306,6 +307,16 @@ def _swap_parent_for_link(monkeypatch: pytest.MonkeyPatch, folder: Path, outside
     monkeypatch.setattr(crash, "point", point)
 
 
+def _site_store_and_victim(tmp_path: Path) -> tuple[Path, LedgerStore, Path]:
+    """A target holding ``mod.py`` (``original``), its store, and an empty folder outside it."""
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "mod.py").write_bytes(b"original\n")
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    return root, LedgerStore(root), outside
+
+
 @pytest.mark.parametrize("what", ["write", "create", "remove"])
 def test_a_parent_folder_swapped_for_a_link_mid_run_is_never_followed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
@@ -362,15 +373,10 @@ def test_a_state_folder_swapped_for_a_link_mid_run_is_never_followed(
     """``.ascendpatch/`` swapped for a link after its layout was checked: the journal is not
     written through it (and a later run refuses the link)."""
     from ascendpatch.errors import AscendpatchError
-    from ascendpatch.store.ledger import Change, LedgerStore
+    from ascendpatch.store.ledger import Change
 
-    root = tmp_path / "site"
-    root.mkdir()
-    (root / "mod.py").write_bytes(b"original\n")
-    outside = tmp_path / "victim"
-    outside.mkdir()
+    root, store, outside = _site_store_and_victim(tmp_path)
     (outside / "keep").write_bytes(SECRET)
-    store = LedgerStore(root)
     _swap_parent_for_link(monkeypatch, store.dir, outside)
     with pytest.raises((AscendpatchError, OSError)):
         store.commit([Change(root / "mod.py", b"original\n", b"patched\n")], lambda led: led)
@@ -384,16 +390,11 @@ def test_garbage_collection_never_empties_a_folder_swapped_in_for_backups(
     to another folder after the layout check, that folder's files are not 'unreferenced
     backups', and the committed change is still reported as done."""
     from ascendpatch.store import crash
-    from ascendpatch.store.ledger import Change, Ledger, LedgerStore
+    from ascendpatch.store.ledger import Change, Ledger
 
-    root = tmp_path / "site"
-    root.mkdir()
-    (root / "mod.py").write_bytes(b"original\n")
-    outside = tmp_path / "victim"
-    outside.mkdir()
+    root, store, outside = _site_store_and_victim(tmp_path)
     (outside / "passwd").write_bytes(SECRET)
     (outside / ("a" * 64)).write_bytes(SECRET)  # even a backup-shaped name
-    store = LedgerStore(root)
     store.commit([Change(root / "mod.py", b"original\n", b"patched\n")], lambda led: led)
     backups = store.dir / "backups"
     committed: list[bool] = []
@@ -485,14 +486,9 @@ def test_a_link_from_the_target_into_another_written_tree_is_still_written_throu
 def test_the_state_folder_is_created_without_following_a_link_planted_after_the_check(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ascendpatch.errors import AscendpatchError
-    from ascendpatch.store.ledger import Change, LedgerStore
+    from ascendpatch.store.ledger import Change
 
-    root = tmp_path / "site"
-    root.mkdir()
-    (root / "mod.py").write_bytes(b"original\n")
-    outside = tmp_path / "victim"
-    outside.mkdir()
-    store = LedgerStore(root)
+    root, store, outside = _site_store_and_victim(tmp_path)
     real_check = store.check_layout
 
     def check_then_plant() -> None:
