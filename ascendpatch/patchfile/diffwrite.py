@@ -10,8 +10,7 @@ import difflib
 from collections.abc import Iterable
 
 from ascendpatch.errors import AscendpatchError
-from ascendpatch.patchfile.diffpatch import analyze, apply_forward, parse_patch
-from ascendpatch.patchfile.textfile import TextFile
+from ascendpatch.patchfile.diffpatch import analyze, apply_forward, parse_patch, split_lines
 
 NO_EOL = "\\ No newline at end of file\n"
 
@@ -20,7 +19,7 @@ def _lines(data: bytes | None) -> list[str]:
     """Split as the engine does (only \\n and \\r\\n end a line: a form feed does not)."""
     if data is None:
         return []
-    return [line.text + line.eol for line in TextFile.parse(data).lines]
+    return split_lines(data)
 
 
 def file_diff(path: str, old: bytes | None, new: bytes | None, context: int = 3) -> str:
