@@ -13,7 +13,7 @@ from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.kinds import KINDS, PLANNED_KINDS
-from ascendpatch.kinds.base import ArtifactSite, FileFinding
+from ascendpatch.kinds.base import ArtifactSite, FileFinding, read_target_file
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
@@ -118,10 +118,7 @@ def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) 
     """A release no variant covers: its own files say fixed upstream, patchable, or not."""
     def read(rel: str) -> bytes | None:
         path = safe_join(dist.location, rel, origin=f"artifact {artifact.id}")
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            return None
+        return read_target_file(path, artifact)
 
     def load(variant: Variant) -> tuple[FilePatch, ...]:
         assert variant.source is not None

@@ -465,6 +465,30 @@ def test_a_fifo_or_folder_at_a_patched_path_is_refused_not_waited_on(env: dict[s
     assert not (env["site"] / ".ascendpatch" / "journal.json").exists()
 
 
+def test_a_fifo_where_needed_if_reads_an_uncovered_release_is_refused_not_waited_on(
+        site: Path, tmp_path: Path) -> None:
+    """A release no variant covers is decided by reading its files (``needed_if``): that read
+    refuses a FIFO as the kinds' reads do, instead of blocking on it."""
+    (tmp_path / "fix.patch").write_text(DEMO_PATCH)
+    manifest = write_manifest(tmp_path / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "needed_if": {"file": "demo/mod.py", "calls_unguarded": ["torch_npu.npu_top_k_top_p"]},
+        "variants": [{"versions": ">=1.0,<2.0", "source": "fix.patch"}]}])
+    make_dist(site, "demo", "2.0", {"demo/__init__.py": "", "demo/other.py": OTHER})
+    mod = site / "demo/mod.py"
+    os.mkfifo(mod)
+    before = _target_files(site)
+    try:
+        result = run_process("--site-packages", site, "--manifest", manifest, "status",
+                             timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"status hung on a FIFO at {mod}")
+    said = result.out + result.err
+    assert result.code == 1, said
+    assert f"{mod} is not a regular file" in said and "fix: move it aside" in said
+    assert _target_files(site) == before
+
+
 def test_a_link_from_the_target_into_another_written_tree_is_still_written_through(
         tmp_path: Path) -> None:
     """The folder-descriptor writer starts from the tree the *destination* lies in: a link

@@ -85,31 +85,37 @@ class ArtifactSite:
         return path
 
     def read(self, rel: str) -> tuple[Path, bytes | None]:
-        """The file's bytes (None: absent). A FIFO, device or folder where a patched file
-        should be is refused: opening it without O_NONBLOCK would hang every command."""
+        """The file's bytes (None: absent); see :func:`read_target_file`."""
         path = self.path(rel)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return path, None
-        except IsADirectoryError:
-            fd = None
-        if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
-            if fd is not None:
-                os.close(fd)
-            raise RefusedError(
-                f"artifact {self.artifact.id}: {path} is not a regular file (a folder, FIFO "
-                "or device); nothing was changed",
-                fix=f"move it aside (mv {path} {path}.bad) and reinstall the package that "
-                    "ships it")
-        with os.fdopen(fd, "rb") as handle:
-            return path, handle.read()
+        return path, read_target_file(path, self.artifact)
 
     def record_sha256(self, rel: str) -> str | None:
         if self.dist is None:
             return None
         entry = self.dist.record.get(rel)
         return entry.sha256 if entry else None
+
+
+def read_target_file(path: Path, artifact: Artifact) -> bytes | None:
+    """The bytes of a file of the target (None: absent). A FIFO, device or folder where
+    ``artifact`` expects a file is refused: opening it without O_NONBLOCK would hang every
+    command."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        fd = None
+    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if fd is not None:
+            os.close(fd)
+        raise RefusedError(
+            f"artifact {artifact.id}: {path} is not a regular file (a folder, FIFO "
+            "or device); nothing was changed",
+            fix=f"move it aside (mv {path} {path}.bad) and reinstall the package that "
+                "ships it")
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 class Kind(Protocol):
