@@ -25,14 +25,6 @@ def temp_glob(path: Path) -> str:
     return f".{path.name}.*{TEMP_SUFFIX}"
 
 
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @contextlib.contextmanager
 def _named(folder: Path, whole: Path | None = None) -> Iterator[None]:
     """Calls relative to a folder descriptor report bare names: give faults the full path
