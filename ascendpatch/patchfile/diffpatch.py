@@ -298,14 +298,14 @@ class _Image:
         if size == 0:
             return list(range(len(keys) + 1))
         found: list[int] = []
-        first, last = image[0], len(keys) - size
+        first, last, wanted = image[0], len(keys) - size, list(image)  # list: slices compare
         pos = -1
         while True:
             try:
                 pos = keys.index(first, pos + 1, last + 1)
             except ValueError:
                 return found
-            if size == 1 or keys[pos:pos + size] == list(image):
+            if size == 1 or keys[pos:pos + size] == wanted:
                 found.append(pos)
 
     def find(self, image: Sequence[str], line: int, beginning: bool, end: bool) -> int | None:
@@ -317,7 +317,7 @@ class _Image:
             pos = 0 if beginning else total - size
             if end and pos + size != total:
                 return None
-            return pos if list(self.keys[pos:pos + size]) == list(image) else None
+            return pos if self.keys[pos:pos + size] == list(image) else None
         line = min(max(line, 0), total)
         if size == 0:
             return line
