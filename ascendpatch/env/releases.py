@@ -13,6 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
@@ -35,22 +36,38 @@ def index_url() -> str:
     return os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
 
 
+def release_of(filename: str, *, sdists: bool = True) -> tuple[str, Version] | None:
+    """The (canonical name, version) a wheel's (or, with ``sdists``, an sdist's) file name
+    gives; None for any other file or a name that does not parse."""
+    try:
+        if filename.endswith(".whl"):
+            dist, ver, *_ = parse_wheel_filename(filename)
+        elif sdists and filename.endswith(".tar.gz"):
+            dist, ver = parse_sdist_filename(filename)
+        else:
+            return None
+    except (ValueError, InvalidVersion):
+        return None
+    return str(canonicalize_name(dist)), ver
+
+
+def versions_in(name: str, filenames: Iterable[str], *, sdists: bool = True) -> list[Version]:
+    """The versions of ``name`` that these release files hold, sorted."""
+    wanted = canonicalize_name(name)
+    return sorted({found[1] for f in filenames
+                   if (found := release_of(f, sdists=sdists)) and found[0] == wanted})
+
+
+def _is_release(filename: str, name: str, version: str) -> bool:
+    found = release_of(filename)
+    return (found is not None and found[0] == canonicalize_name(name)
+            and found[1] == Version(version))
+
+
 def _archives(folder: Path, name: str, version: str) -> list[Path]:
     if not folder.is_dir():
         return []
-    found = []
-    for path in folder.iterdir():
-        try:
-            if path.suffix == ".whl":
-                dist, ver, *_ = parse_wheel_filename(path.name)
-            elif path.name.endswith(".tar.gz"):
-                dist, ver = parse_sdist_filename(path.name)
-            else:
-                continue
-        except ValueError:
-            continue
-        if canonicalize_name(dist) == canonicalize_name(name) and ver == Version(version):
-            found.append(path)
+    found = [path for path in folder.iterdir() if _is_release(path.name, name, version)]
     return sorted(found, key=lambda p: (p.suffix != ".whl", p.name))
 
 
@@ -76,20 +93,7 @@ def versions_on_index(name: str, source: Source, *, sdists: bool = True) -> list
         names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
     else:
         names = [str(f["filename"]) for f in listing(name)]
-    found = set()
-    for filename in names:
-        try:
-            if filename.endswith(".whl"):
-                dist, ver, *_ = parse_wheel_filename(filename)
-            elif sdists and filename.endswith(".tar.gz"):
-                dist, ver = parse_sdist_filename(filename)
-            else:
-                continue
-        except (ValueError, InvalidVersion):
-            continue
-        if canonicalize_name(dist) == canonicalize_name(name):
-            found.add(ver)
-    return [str(v) for v in sorted(found)]
+    return [str(v) for v in versions_in(name, names, sdists=sdists)]
 
 
 def download_sdist(name: str, version: str, folder: Path) -> Path | None:
@@ -97,11 +101,7 @@ def download_sdist(name: str, version: str, folder: Path) -> Path | None:
         filename = str(entry["filename"])
         if not filename.endswith(".tar.gz"):
             continue
-        try:
-            dist, ver = parse_sdist_filename(filename)
-        except (ValueError, InvalidVersion):
-            continue
-        if canonicalize_name(dist) != canonicalize_name(name) or ver != Version(version):
+        if not _is_release(filename, name, version):
             continue
         url = urllib.parse.urljoin(f"{index_url()}/{canonicalize_name(name)}/",
                                    str(entry["url"]))

@@ -18,7 +18,7 @@ from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascendpatch import catalog
@@ -135,20 +135,7 @@ def _candidates(name: str, source: Source) -> list[Version]:
         files = [p.name for p in folder.iterdir()] if folder and folder.is_dir() else []
     else:
         files = [str(f["filename"]) for f in releases.listing(name) if not f.get("yanked")]
-    found = set()
-    for filename in files:
-        try:
-            if filename.endswith(".whl"):
-                dist, version, *_ = parse_wheel_filename(filename)
-            elif filename.endswith(".tar.gz"):
-                dist, version = parse_sdist_filename(filename)
-            else:
-                continue
-        except (ValueError, InvalidVersion):
-            continue
-        if canonicalize_name(dist) == canonicalize_name(name):
-            found.add(version)
-    return sorted(found)
+    return releases.versions_in(name, files)
 
 
 def conflicts(manifest: Manifest, target: Target, source: Source,
