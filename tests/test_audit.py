@@ -10,27 +10,15 @@ from typing import Any
 
 import pytest
 
-from tests.kit import make_dist, run_cli, write_manifest
-
-PATCH = """\
---- a/demo/mod.py
-+++ b/demo/mod.py
-@@ -1,2 +1,3 @@
- a = 1
-+a2 = 2
- b = 3
-"""
+from tests.kit import make_dist, make_small_demo, run_cli, write_small_manifest
 
 
 @pytest.fixture
 def env(site: Path, tmp_path: Path) -> dict[str, Path]:
-    make_dist(site, "demo", "1.0", {"demo/__init__.py": "", "demo/mod.py": "a = 1\nb = 3\n"})
+    make_small_demo(site)
     make_dist(site, "other", "2.0", {"other/__init__.py": "x = 1\n", "other/util.py": "y = 2\n",
                                      "other/data.txt": "data\n"})
-    (tmp_path / "fix.patch").write_text(PATCH)
-    manifest = write_manifest(tmp_path / "m.yaml", [{
-        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
-        "versions": ">=1", "source": "fix.patch"}])
+    manifest = write_small_manifest(tmp_path)
     return {"site": site, "manifest": manifest}
 
 

@@ -9,21 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import isolated, make_dist, run_cli, write_manifest
-
-PATCH = """\
---- a/demo/mod.py
-+++ b/demo/mod.py
-@@ -1,2 +1,3 @@
- a = 1
-+a2 = 2
- b = 3
-"""
+from tests.kit import isolated, make_dist, make_small_demo, run_cli, write_small_manifest
 
 
 def _host(root: Path, manifest: Path, version: str = "1.0", edit: bool = False) -> Path:
     site = root / "site-packages"
-    make_dist(site, "demo", version, {"demo/__init__.py": "", "demo/mod.py": "a = 1\nb = 3\n"})
+    make_small_demo(site, version)
     make_dist(site, "other", "2.0", {"other/__init__.py": "x = 1\n"})
     assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 0
     if edit:  # a hand edit of the patched file
@@ -37,10 +28,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """node-a/b/d as each other, node-c hand-edited, node-e at another version (built once:
     five applies and five snapshots; each test gets its own copy of the snapshots)."""
     tmp_path = tmp_path_factory.mktemp("fleet")
-    (tmp_path / "fix.patch").write_text(PATCH)
-    manifest = write_manifest(tmp_path / "m.yaml", [{
-        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
-        "versions": ">=1", "source": "fix.patch"}])
+    manifest = write_small_manifest(tmp_path)
     out = tmp_path / "snapshots"
     out.mkdir()
     with isolated(tmp_path / "home"):

@@ -226,3 +226,28 @@ def make_demo_target(site: Path, folder: Path, mod: str = DEMO_MOD,
     return write_manifest(folder / "m.yaml", [{
         "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
         "versions": ">=1.0", "source": "fix.patch"}])
+
+
+# The smallest patched target (the audit and fleet tests): demo/mod.py, and one patch that adds
+# the line ``a2 = 2`` to it.
+SMALL_PATCH = """\
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -1,2 +1,3 @@
+ a = 1
++a2 = 2
+ b = 3
+"""
+
+
+def make_small_demo(site: Path, version: str = "1.0") -> None:
+    """The demo distribution SMALL_PATCH applies to."""
+    make_dist(site, "demo", version, {"demo/__init__.py": "", "demo/mod.py": "a = 1\nb = 3\n"})
+
+
+def write_small_manifest(folder: Path) -> Path:
+    """``folder``/m.yaml, whose one artifact (demo-fix) is SMALL_PATCH on demo>=1."""
+    (folder / "fix.patch").write_text(SMALL_PATCH)
+    return write_manifest(folder / "m.yaml", [{
+        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+        "versions": ">=1", "source": "fix.patch"}])
