@@ -35,7 +35,3 @@ def cache_dir() -> Path:
 
 def manifests_dir() -> Path:
     return data_root() / "manifests"
-
-
-def patches_dir() -> Path:
-    return data_root() / "patches"

@@ -7,7 +7,6 @@ whose system python3 is a 3.10 without pip.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -90,7 +89,3 @@ def find_target(env: Mapping[str, str], inspect: Callable[[Path], Target] = from
         "no target interpreter with vllm-ascend installed was found; tried: " + "; ".join(tried),
         fix=f"pass --python PATH, set {ENV_VAR}, or use --site-packages DIR",
     )
-
-
-def default_env() -> Mapping[str, str]:
-    return os.environ
