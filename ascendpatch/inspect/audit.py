@@ -589,26 +589,28 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: _Lazy)
     report.timings.orphans = clock() - begin
     for key, name, version in summary["missing"]:
         report.findings.append(Finding("missing", key, name, f"{name} {version}"))
-    for key, code, name, version in summary["differ"]:
-        digest = record_to_hex(str(cache.entries[key][4])) or ""
-        wanted = expected.get(key)
-        who = f"{name} {version}"
-        if wanted is not None and wanted[0] == digest:
-            report.findings.append(Finding(code, key, name, f"{who}: {wanted[1]}", True))
-        else:
-            report.findings.append(Finding(code, key, name, f"{who}: changed"))
+    report.findings += [_changed(code, key, name, version,
+                                 record_to_hex(str(cache.entries[key][4])) or "", expected)
+                        for key, code, name, version in summary["differ"]]
     report.findings.sort(key=lambda f: (f.expected, f.path))
     return report
 
 
 def _compare(entry: _Entry, st: os.stat_result, digest: str, expected: _Lazy) -> Finding:
     size = "S" if entry.size is not None and entry.size != st.st_size else "."
-    code = f"{size}.5"
-    who = f"{entry.dist.name} {entry.dist.version}"
-    wanted = expected.get(entry.rel)
+    return _changed(f"{size}.5", entry.rel, entry.dist.name, entry.dist.version, digest,
+                    expected)
+
+
+def _changed(code: str, key: str, name: str, version: str, digest: str,
+             expected: _Lazy) -> Finding:
+    """A file that differs from its RECORD: expected when its sha256 (hex) is what
+    ascendpatch's ledger or manifest says it wrote."""
+    who = f"{name} {version}"
+    wanted = expected.get(key)
     if wanted is not None and wanted[0] == digest:
-        return Finding(code, entry.rel, entry.dist.name, f"{who}: {wanted[1]}", expected=True)
-    return Finding(code, entry.rel, entry.dist.name, f"{who}: changed")
+        return Finding(code, key, name, f"{who}: {wanted[1]}", expected=True)
+    return Finding(code, key, name, f"{who}: changed")
 
 
 def _package_dirs(target: Target, dist: Distribution, rows: list[Row]) -> set[str]:
