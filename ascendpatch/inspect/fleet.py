@@ -46,8 +46,6 @@ class HostSnapshot:
     packages: dict[str, str]
     artifacts: dict[str, str]
     files: dict[str, str]
-    created: str = ""
-    manifest: str = ""
 
 
 Group = tuple[str, str]  # (owning package, its version); ("", "") for files of no package
@@ -136,8 +134,7 @@ def parse(doc: Any, source: str, host: str, intern: Interner | None = None) -> H
             raise TypeError("files")
     except (KeyError, TypeError, AttributeError) as exc:
         raise InvalidInputError(f"{source} is an incomplete snapshot (no {exc})") from None
-    return HostSnapshot(host, source, packages, artifacts, files,
-                        str(doc.get("created", "")), str(doc.get("manifest", "")))
+    return HostSnapshot(host, source, packages, artifacts, files)
 
 
 def read(path: Path, intern: Interner | None = None) -> HostSnapshot:
