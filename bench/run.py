@@ -109,7 +109,7 @@ def record_files(site: Path, listing: Path) -> tuple[int, int]:
     """The files audit hashes (RECORD rows with a sha256), NUL-separated, for sha256sum:
     their number and bytes."""
     sys.path.insert(0, str(REPO))
-    from ascendpatch.inspect.audit import read_record
+    from ascendpatch.env.target import read_record
 
     found: list[Path] = []
     for info in site.glob("*.dist-info"):

@@ -235,7 +235,7 @@ def test_cold_audit_tells_missing_files_from_hashed_ones(env: dict[str, Path]) -
                           "[FAIL] missing  deep/sub/leaf.py (deep 1.0)",
                           "[FAIL] orphan   deep/sub (in deep's folder, listed by no RECORD)",
                           } <= set(out.splitlines()), out
-    from ascendpatch.inspect.audit import read_record
+    from ascendpatch.env.target import read_record
 
     listed = sum(1 for info in site.glob("*.dist-info") for _p, digest, _s in read_record(info)
                  if digest is not None)

@@ -47,6 +47,28 @@ class RecordEntry(NamedTuple):  # a tuple: audits build ~20k of these
         return record_to_hex(self.hash) if self.hash else None
 
 
+Row = tuple[str, str | None, int | None]  # path, "sha256=..." or None, size
+
+
+def read_record(metadata_dir: Path | str) -> list[Row]:
+    """A RECORD's rows (for Distribution.record and the audit), in one tight loop: a plain row
+    is split from the right (hash and size never contain commas); only quoted rows go to csv."""
+    try:
+        with open(f"{metadata_dir}/RECORD", encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:
+        return []
+    rows: list[Row] = []
+    for line in text.splitlines():
+        fields = next(csv.reader([line]), []) if '"' in line else line.rsplit(",", 2)
+        if not fields or not fields[0]:
+            continue
+        digest = fields[1] if len(fields) > 1 and fields[1].startswith("sha256=") else None
+        size = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
+        rows.append((fields[0], digest, size))
+    return rows
+
+
 @dataclass(frozen=True)
 class Distribution:
     name: str  # canonical (PEP 503) name
@@ -79,18 +101,8 @@ class Distribution:
     @cached_property
     def record(self) -> dict[str, RecordEntry]:
         """RECORD entries keyed by path relative to ``location`` (empty when there is none)."""
-        try:
-            text = (self.metadata_dir / "RECORD").read_text(encoding="utf-8")
-        except OSError:
-            return {}
-        entries: dict[str, RecordEntry] = {}
-        for row in csv.reader(text.splitlines()):
-            if not row or not row[0]:
-                continue
-            digest = row[1] if len(row) > 1 and row[1].startswith("sha256=") else None
-            size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
-            entries[row[0]] = RecordEntry(digest, size)
-        return entries
+        return {rel: RecordEntry(digest, size)
+                for rel, digest, size in read_record(self.metadata_dir)}
 
     @cached_property
     def metadata(self) -> metadata.PackageMetadata:

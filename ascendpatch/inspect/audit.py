@@ -22,7 +22,6 @@ Speed:
 from __future__ import annotations
 
 import contextlib
-import csv
 import gc
 import hashlib
 import json
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ascendpatch import progress
 from ascendpatch.env.introcache import read_private, write_private
+from ascendpatch.env.target import Row, read_record
 from ascendpatch.hashing import CHUNK, read_digest, record_form, record_to_hex, sha256_file
 from ascendpatch.store import atomic
 
@@ -160,28 +160,6 @@ def _location_key(root: str, location: str) -> str | None:
     if location.startswith(root + os.sep):
         return location[len(root) + 1:] + "/"
     return None
-
-
-Row = tuple[str, str | None, int | None]  # path, "sha256=..." or None, size
-
-
-def read_record(metadata_dir: Path | str) -> list[Row]:
-    """A RECORD's rows, as Distribution.record reads them, in one tight loop: a plain row is
-    split from the right (hash and size never contain commas); only quoted rows go to csv."""
-    try:
-        with open(f"{metadata_dir}/RECORD", encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError:
-        return []
-    rows: list[Row] = []
-    for line in text.splitlines():
-        fields = next(csv.reader([line]), []) if '"' in line else line.rsplit(",", 2)
-        if not fields or not fields[0]:
-            continue
-        digest = fields[1] if len(fields) > 1 and fields[1].startswith("sha256=") else None
-        size = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
-        rows.append((fields[0], digest, size))
-    return rows
 
 
 def _entries(target: Target, rows: Mapping[Distribution, list[Row]]) -> list[_Entry]:
