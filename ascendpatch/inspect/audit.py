@@ -400,12 +400,18 @@ def _collect(hashed: Done, cache: StatCache, out: _Outcome, start: float) -> int
     return gone
 
 
-def hash_files(items: list[tuple[str, Path, os.stat_result]], cache: StatCache,
-               workers: int) -> dict[str, str]:
-    """Hex sha256 of each file, through the stat cache (for snapshots)."""
-    outcome = stat_and_hash([(key, str(path), st.st_size) for key, path, st in items], cache,
-                            workers)
-    return {key: record_to_hex(digest) or "" for key, digest in outcome.digests.items()}
+def hash_files(items: list[tuple[str, str, int | None]], cache: StatCache,
+               workers: int) -> tuple[dict[str, str], dict[str, int]]:
+    """Hex sha256 and size of each file that is there, through the stat cache (for
+    snapshots). ``items``: (key, path, RECORD's size); nothing is stat'ed twice."""
+    outcome = stat_and_hash(items, cache, workers)
+    digests = {key: record_to_hex(digest) or "" for key, digest in outcome.digests.items()}
+    sizes = {key: st.st_size for key, st in outcome.stats.items()}
+    paths = {key: path for key, path, _size in items}
+    for key in digests.keys() - sizes.keys():  # unreadable: no stat was taken
+        with contextlib.suppress(OSError):
+            sizes[key] = os.stat(paths[key]).st_size
+    return digests, sizes
 
 
 class _Lazy:

@@ -52,17 +52,12 @@ def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
             if rec.sha256 is None:  # RECORD itself and .pyc files: they churn, not state
                 continue
             path = dist.location / rel
-            try:
-                st = path.stat()
-            except OSError:
-                continue
             key = path.relative_to(target.root).as_posix() if path.is_relative_to(
                 target.root) else str(path)
-            items.append((key, path, st))
+            items.append((key, str(path), rec.size))
     cache = StatCache(target.root)
-    files = hash_files(items, cache, 2)
+    files, sizes = hash_files(items, cache, 2)
     cache.save()
-    sizes = {key: st.st_size for key, _path, st in items if key in files}
     return {
         "kind": SNAPSHOT_KIND, "format": SNAPSHOT_FORMAT,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
