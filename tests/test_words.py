@@ -7,18 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import DEMO_MOD, DEMO_OTHER, DEMO_PATCH, Run, make_dist, run_cli, write_manifest
+from tests.kit import Run, make_demo_target, run_cli
 
 REPRS = ("FileState.", "Status.", "Level.")
 
 
 def _demo(site: Path, tmp_path: Path) -> Path:
-    make_dist(site, "demo", "1.2.0", {"demo/__init__.py": "", "demo/mod.py": DEMO_MOD,
-                                      "demo/other.py": DEMO_OTHER})
-    (tmp_path / "fix.patch").write_text(DEMO_PATCH)
-    return write_manifest(tmp_path / "m.yaml", [{
-        "id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
-        "versions": ">=1.0", "source": "fix.patch"}])
+    return make_demo_target(site, tmp_path)
 
 
 def _every_output(site: Path, manifest: Path, commands: list[list[str]]) -> list[Run]:
