@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import Run, run_cli, tree_digest, write_manifest
+from tests.kit import Run, run_cli, run_process, tree_digest, write_manifest
 
 hub = pytest.importorskip("huggingface_hub") if not os.environ.get("CI") else \
     __import__("huggingface_hub")
@@ -119,4 +119,19 @@ def test_existing_file_from_the_hub_is_left_alone(tmp_path: Path, manifest: Path
     before = tree_digest(cache)
     result = cli(site, manifest, "apply")
     assert result.code == 0
+    assert tree_digest(cache) == before
+
+
+def test_a_fifo_where_the_file_should_be_is_refused_not_read(tmp_path: Path, manifest: Path,
+                                                             site: Path) -> None:
+    """Opening a FIFO to read it would block every command (status included) for ever."""
+    cache = make_cache(tmp_path / "hf" / "hub", links=False, no_exist=False)
+    fifo = cache / "models--openai--whisper-large-v3/snapshots" / COMMITS[0] / \
+        "processor_config.json"
+    os.mkfifo(fifo)
+    before = tree_digest(cache)
+    run = run_process("--site-packages", site, "--manifest", manifest, "apply",
+                      env={"HF_HUB_CACHE": str(cache)}, timeout=30)
+    assert run.code == 1, run.out + run.err
+    assert f"{fifo} is not a regular file" in run.out + run.err
     assert tree_digest(cache) == before

@@ -22,7 +22,7 @@ from typing import Any
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
-from ascendpatch.kinds.base import ArtifactSite, BaseKind, Content, FileFinding
+from ascendpatch.kinds.base import ArtifactSite, BaseKind, Content, FileFinding, read_target_file
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact
 
@@ -65,12 +65,12 @@ def _snapshot_findings(site: ArtifactSite, repo_dir: Path, snap: Path, filename:
     blob = repo_dir / "blobs" / sha256_bytes(data)
     uses_links = any(p.is_symlink() for p in snap.iterdir())
     if target.is_symlink() or target.exists():
-        current = target.read_bytes() if target.exists() else None
+        current = read_target_file(target, site.artifact)
         if current == data:  # ours (or identical): revert removes it
             findings.append(FileFinding(_rel(site, target), target, FileState.APPLIED, current,
                                   Content(data), Content(None), f"{target}: present"))
     elif uses_links:
-        blob_now = blob.read_bytes() if blob.exists() else None
+        blob_now = read_target_file(blob, site.artifact)
         if blob_now is None or blob_now == data:
             state = FileState.APPLIED if blob_now == data else FileState.PRISTINE
             findings.append(FileFinding(_rel(site, blob), blob, state, blob_now, Content(data),
@@ -84,7 +84,7 @@ def _snapshot_findings(site: ArtifactSite, repo_dir: Path, snap: Path, filename:
                               Content(data), Content(None), f"{target}: missing"))
     marker = repo_dir / ".no_exist" / snap.name / filename
     if marker.exists():
-        current = marker.read_bytes()
+        current = read_target_file(marker, site.artifact)
         findings.append(FileFinding(_rel(site, marker), marker, FileState.PRISTINE, current,
                               Content(None), Content(current),
                               f"{marker}: stale 'does not exist' marker, will be removed"))
