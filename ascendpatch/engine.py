@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch.filestate import FileState
-from ascendpatch.hashing import sha256_bytes
+from ascendpatch.hashing import sha256_optional
 from ascendpatch.kinds import KINDS
 from ascendpatch.kinds.base import FileFinding
 from ascendpatch.planner import ArtifactPlan, evaluate
@@ -17,17 +17,13 @@ from ascendpatch.results import ArtifactResult, FileResult, Level, Status
 from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
 
 
-def _sha(data: bytes | None) -> str | None:
-    return sha256_bytes(data) if data is not None else None
-
-
 def _file_results(files: Sequence[FileFinding], after: dict[str, bytes | None] | None = None,
                   state: str | None = None) -> tuple[FileResult, ...]:
     out = []
     for finding in files:
         new = after.get(finding.rel, finding.current) if after is not None else finding.current
-        out.append(FileResult(finding.rel, state or finding.state.value, _sha(finding.current),
-                              _sha(new)))
+        out.append(FileResult(finding.rel, state or finding.state.value,
+                              sha256_optional(finding.current), sha256_optional(new)))
     return tuple(out)
 
 
@@ -185,10 +181,10 @@ def _record(ledger: Ledger, plan: ArtifactPlan, store: LedgerStore) -> Ledger:
         if previous is not None:
             before = previous.sha256_before
         elif finding.original.known:
-            before = _sha(finding.original.data)
+            before = sha256_optional(finding.original.data)
         else:
-            before = _sha(finding.current)
-        files[rel] = LedgerFile(before, _sha(finding.desired.data), before, now())
+            before = sha256_optional(finding.current)
+        files[rel] = LedgerFile(before, sha256_optional(finding.desired.data), before, now())
     return {**ledger, plan.artifact.id: files}
 
 
@@ -204,7 +200,8 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
         current = new.current if new else (old.path.read_bytes() if old.path.is_file() else None)
         state = new.state.value if new else (
             "removed" if current is None else FileState.APPLIED.value)
-        files.append(FileResult(old.rel, state, _sha(old.current), _sha(current)))
+        files.append(FileResult(old.rel, state, sha256_optional(old.current),
+                                sha256_optional(current)))
     if verb == "applied" and fresh.state in (FileState.APPLIED, None):
         return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=tuple(files))
     if verb == "reverted":
@@ -238,7 +235,7 @@ def _ledger_only(plan: ArtifactPlan, store: LedgerStore, records: dict[str, Ledg
     for rel, record in records.items():
         path = store.abs(rel)
         current = path.read_bytes() if path.is_file() else None
-        if rel in listed or _sha(current) != record.sha256_after:
+        if rel in listed or sha256_optional(current) != record.sha256_after:
             continue
         original = None if record.sha256_before is None else store.read_backup(record.backup)
         if record.sha256_before is not None and original is None:
@@ -287,7 +284,7 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
 def _original(finding: FileFinding, record: LedgerFile | None, store: LedgerStore) \
         -> tuple[bytes | None] | None:
     """The content to restore, wrapped in a 1-tuple (its data may be None = remove)."""
-    if record is not None and record.sha256_after == _sha(finding.current):
+    if record is not None and record.sha256_after == sha256_optional(finding.current):
         if record.sha256_before is None:
             return (None,)
         backup = store.read_backup(record.backup)

@@ -23,6 +23,11 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def sha256_optional(data: bytes | None) -> str | None:
+    """The digest of content that may be absent (None stays None)."""
+    return None if data is None else sha256_bytes(data)
+
+
 def _read_rest(fd: int) -> bytes:
     parts = []
     while chunk := os.read(fd, CHUNK):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
-from ascendpatch.hashing import sha256_bytes
+from ascendpatch.hashing import sha256_bytes, sha256_optional
 from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, BaseKind, Content, FileFinding
 from ascendpatch.patchfile.diffpatch import (
     FileAnalysis,
@@ -77,16 +77,12 @@ class DiffKind(BaseKind):
                         revert_refusal=refusal)
 
 
-def _sha(data: bytes | None) -> str | None:
-    return None if data is None else sha256_bytes(data)
-
-
 def _revert_refusal(site: ArtifactSite, rel: str, current: bytes | None, original: Content) \
         -> str | None:
     """Without a ledger record, reversing is allowed only when something proves the patch is
     ours: the file is the manifest's ``after``, or it differs from the wheel's RECORD and the
     reversed content is what RECORD lists (a file RECORD does not list: absent)."""
-    now = _sha(current)
+    now = sha256_optional(current)
     hashes = site.variant.sha256.get(rel)
     if hashes and now in hashes.after:
         return None
@@ -94,7 +90,7 @@ def _revert_refusal(site: ArtifactSite, rel: str, current: bytes | None, origina
     if listed:
         entry = listed.get(rel)
         shipped = entry.sha256 if entry is not None else None
-        if original.known and now != shipped and _sha(original.data) == shipped:
+        if original.known and now != shipped and sha256_optional(original.data) == shipped:
             return None
         if now == shipped:
             return ("no ledger record, and it is exactly as the package shipped it (its RECORD "
