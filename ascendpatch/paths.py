@@ -1,9 +1,11 @@
-"""The path guard: a path from a manifest or a patch header never leaves its target tree."""
+"""The form of a relative path from a manifest or a patch header (pure: no file system).
+
+Where such a path really leads (links resolved) is :class:`ascendpatch.store.root.Root`'s job,
+which checks the form here first."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from ascendpatch.errors import UnsafePathError
 
@@ -19,17 +21,3 @@ def check_relative(rel: str, *, origin: str) -> PurePosixPath:
     if any(part == ".." for part in pure.parts):
         raise UnsafePathError(f"{origin}: path {rel!r} contains '..' and would leave the target")
     return pure
-
-
-def safe_join(root: Path, rel: str, *, origin: str) -> Path:
-    """Join ``rel`` under ``root``; refuse when it (or a symlink on the way) leads outside."""
-    pure = check_relative(rel, origin=origin)
-    candidate = root.joinpath(*pure.parts)
-    real_root = Path(os.path.realpath(root))
-    real = Path(os.path.realpath(candidate))
-    if real != real_root and real_root not in real.parents:
-        raise UnsafePathError(
-            f"{origin}: path {rel!r} resolves to {real}, outside the target {real_root} "
-            "(a symlink leads out of the tree)"
-        )
-    return candidate

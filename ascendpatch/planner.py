@@ -19,8 +19,8 @@ from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
 from ascendpatch.patchfile import porting
 from ascendpatch.patchfile.diffpatch import FilePatch
-from ascendpatch.paths import safe_join
 from ascendpatch.results import Level
+from ascendpatch.store.root import Root
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) 
         -> Variant | Skip:
     """A release no variant covers: its own files say fixed upstream, patchable, or not."""
     def read(rel: str) -> bytes | None:
-        path = safe_join(dist.location, rel, origin=f"artifact {artifact.id}")
+        path = Root(dist.location).join(rel, origin=f"artifact {artifact.id}")
         return read_target_file(path, artifact)
 
     def load(variant: Variant) -> tuple[FilePatch, ...]:

@@ -33,8 +33,8 @@ from ascendpatch.errors import InvalidInputError, RefusedError, UnsafePathError
 from ascendpatch.filestate import FileState
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
-from ascendpatch.paths import safe_join
 from ascendpatch.store.ledger import STATE_DIR
+from ascendpatch.store.root import Root
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,9 @@ class ArtifactSite:
 
     def path(self, rel: str) -> Path:
         origin = f"artifact {self.artifact.id}"
-        path = safe_join(self.root, rel, origin=origin)
-        inside = Path(os.path.realpath(path)).relative_to(os.path.realpath(self.root)).parts
-        if STATE_DIR in PurePosixPath(rel).parts or STATE_DIR in inside:
+        root = Root(self.root)
+        path = root.join(rel, origin=origin)
+        if STATE_DIR in PurePosixPath(rel).parts or STATE_DIR in (root.inside(path) or ()):
             raise UnsafePathError(f"{origin}: path {rel!r} is inside ascendpatch's own state "
                                   f"folder {STATE_DIR}/; a patch may not change it")
         return path

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from ascendpatch.errors import RefusedError, UnsafePathError
+from ascendpatch.errors import RefusedError
+from ascendpatch.store.root import Root
 
 TEMP_SUFFIX = ".ascendpatch-tmp"
 _T = TypeVar("_T")
@@ -38,49 +39,14 @@ def _named(folder: Path, whole: Path | None = None) -> Iterator[None]:
 
 
 def open_dir(folder: Path, root: Path | None = None, *, create: bool = False) -> int:
+    """A descriptor of ``folder``. With ``root``: reached through :meth:`Root.open_dir`, never
+    following a link out of ``root``. ``create``: make missing folders (as ``mkdir -p``)."""
     with _named(folder, folder):
-        return _open_dir(folder, root, create)
-
-
-def _open_dir(folder: Path, root: Path | None, create: bool) -> int:
-    """A descriptor of ``folder``. With ``root``: reached from the real ``root`` one component
-    at a time with ``O_NOFOLLOW``, so a folder swapped for a symlink after the path guard
-    looked (a check-then-write race) is refused instead of followed out of the tree.
-    ``create``: make missing folders on the way (as ``mkdir -p`` would)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-    if root is None:
+        if root is not None:
+            return Root(root).open_dir(folder, create=create)
         if create:
             folder.mkdir(parents=True, exist_ok=True)
-        return os.open(folder, flags)
-    real_root = Path(os.path.realpath(root))
-    real = Path(os.path.realpath(folder))
-    if real != real_root and real_root not in real.parents:
-        raise UnsafePathError(f"{folder} leads outside {real_root}; not followed")
-    fd = os.open(real_root, flags)
-    try:
-        for part in real.relative_to(real_root).parts:
-            try:
-                nxt = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                nxt = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                raise UnsafePathError(
-                    f"{folder}: {part!r} became a symlink or a file while ascendpatch was "
-                    f"writing; not followed, nothing outside {real_root} was touched",
-                    fix="check who else writes the target, then run 'ascendpatch status'",
-                ) from None
-            os.close(fd)
-            fd = nxt
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
 def write_atomic(path: Path, data: bytes, mode: int | None = None, *,

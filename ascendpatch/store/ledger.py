@@ -13,7 +13,7 @@ instant leaves either no journal (nothing changed, or everything done) or a comp
 from which the next run restores every file and the ledger to their state before.
 
 State files are data, not orders: every path read from the journal or the ledger goes through
-the same guard as a patch's paths (:mod:`ascendpatch.paths`), every digest must be a sha256,
+the same guard as a patch's paths (:mod:`ascendpatch.store.root`), every digest must be a sha256,
 and a file of the wrong shape stops the command with exit 2, naming the file and the fix.
 """
 
@@ -39,9 +39,9 @@ from ascendpatch.errors import (
     WriteFaultError,
 )
 from ascendpatch.hashing import sha256_bytes, sha256_file
-from ascendpatch.paths import safe_join
 from ascendpatch.store import atomic, crash
 from ascendpatch.store.lock import target_lock
+from ascendpatch.store.root import Roots
 
 STATE_DIR = ".ascendpatch"
 LEDGER_FORMAT = 1
@@ -116,6 +116,7 @@ class LedgerStore:
         # Trees besides the target that kinds write into (the Hugging Face cache): a path
         # from the state files may lie in one of these, nowhere else.
         self.extra_roots = tuple(extra_roots)
+        self.roots = Roots(root, self.extra_roots, state=self.dir)
 
     # ------------------------------------------------------------------ reading
     @property
@@ -133,35 +134,13 @@ class LedgerStore:
         return self.dir / "backups" / digest
 
     def rel(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.root).as_posix()
-        except ValueError:
-            return str(path)
+        return self.roots.rel(path)
 
     def abs(self, rel: str) -> Path:
         return self.guard(rel, origin=str(self.ledger_path))
 
     def guard(self, raw: str, *, origin: str) -> Path:
-        """A path read from state, through the path guard: inside the target (or another tree
-        a kind writes into), never inside the state folder, never through an outward link."""
-        if not isinstance(raw, str):
-            raise UnsafePathError(f"{origin}: path {raw!r} is not a string")
-        path = Path(raw)
-        if path.is_absolute():
-            for root in (self.root, *self.extra_roots):
-                with contextlib.suppress(ValueError):
-                    rel = path.relative_to(root).as_posix()
-                    return self._outside_state(safe_join(root, rel, origin=origin), origin)
-            raise UnsafePathError(f"{origin}: path {raw!r} lies outside the target {self.root}")
-        return self._outside_state(safe_join(self.root, raw, origin=origin), origin)
-
-    def _outside_state(self, path: Path, origin: str) -> Path:
-        real_state = os.path.realpath(self.dir)
-        real = os.path.realpath(path)
-        if real == real_state or real.startswith(real_state + os.sep):
-            raise UnsafePathError(f"{origin}: path {path} is inside ascendpatch's own state "
-                                  f"folder {self.dir}")
-        return path
+        return self.roots.guard(raw, origin=origin)
 
     def check_layout(self) -> None:
         """Refuse a state folder (or backups folder) that is a link or not a folder."""
@@ -346,13 +325,7 @@ class LedgerStore:
                 "made_dirs": [self.rel(d) for d in made]}
 
     def _root_of(self, path: Path) -> Path:
-        for root in (self.root, *self.extra_roots):
-            if root in path.parents:
-                return root
-        for root in (self.root, *self.extra_roots):  # a resolved path (a link's destination)
-            if Path(os.path.realpath(root)) in path.parents:
-                return root
-        return path.parent
+        return self.roots.root_of(path)
 
     def _store_backup(self, data: bytes | None) -> None:
         if data is None:
@@ -362,20 +335,11 @@ class LedgerStore:
             atomic.write_atomic(self.backup_path(digest), data, mode=0o644, root=self.root)
 
     def _destination(self, path: Path) -> Path:
-        """Where the bytes for ``path`` go: an in-tree symlink stays a link (its target is
-        written); one leading out of the tree, or into the state folder, is refused."""
-        if not path.is_symlink():
-            return path
-        real = Path(os.path.realpath(path))
-        origin = f"symlink {path}"
-        roots = [Path(os.path.realpath(r)) for r in (self.root, *self.extra_roots)]
-        if not any(r in real.parents for r in roots):
-            raise UnsafePathError(f"{origin} leads to {real}, outside the target; not followed")
-        return self._outside_state(real, origin)
+        return self.roots.destination(path)
 
     def _replace(self, change: Change) -> None:
         # Every write and removal reaches its folder from the root without following links
-        # (atomic.open_dir): a folder swapped for a symlink after the guard looked is refused.
+        # (Root.open_dir): a folder swapped for a symlink after the guard looked is refused.
         root = self._root_of(change.path)
         atomic.drop_bytecode(change.path, root)
         if change.after is None:
