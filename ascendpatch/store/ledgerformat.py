@@ -1,0 +1,128 @@
+"""The ledger's format: what ``ledger.json`` holds, read back as data and never as orders.
+
+``{"format": 1, "artifacts": {artifact id: {path relative to the target: record}}}``, one
+record per file: sha256 before and after, the backup's name, the time. Every path goes
+through the store's guard (:class:`ascendpatch.store.root.Roots`), every digest must be a
+sha256, and a file of the wrong shape stops the command with exit 2, naming the fix.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendpatch.errors import StateError, UnsafePathError
+from ascendpatch.store.root import Roots
+
+LEDGER_FORMAT = 1
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_STATE_FILE_LIMIT = 256 << 20
+_LEDGER_KEYS = frozenset({"sha256_before", "sha256_after", "backup", "time"})
+
+
+@dataclass(frozen=True)
+class LedgerFile:
+    sha256_before: str | None
+    sha256_after: str | None
+    backup: str | None
+    time: str
+
+
+Ledger = dict[str, dict[str, LedgerFile]]  # artifact id -> path (relative to root) -> record
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def read_state_file(path: Path) -> bytes | None:
+    """Bytes of a state file; None when absent. Never follows a link, never blocks on a
+    FIFO, never reads a directory or a device."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _STATE_FILE_LIMIT:
+        os.close(fd)
+        what = "a folder" if stat.S_ISDIR(info.st_mode) else (
+            "not a regular file" if not stat.S_ISREG(info.st_mode) else "too large")
+        raise StateError(f"{path} is {what}, not an ascendpatch state file",
+                         fix=f"move it aside (mv {path} {path}.bad) and run again")
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _unreadable(path: Path, exc: OSError) -> StateError:
+    if exc.errno == errno.ELOOP:
+        return StateError(f"{path} is a symlink, not an ascendpatch state file",
+                          fix=f"remove it (rm {path}) and run again")
+    if exc.errno == errno.EISDIR:
+        return StateError(f"{path} is a folder, not an ascendpatch state file",
+                          fix=f"move it aside (mv {path} {path}.bad) and run again")
+    return StateError(f"{path} cannot be read ({exc.strerror})",
+                      fix="run as a user who can read the target")
+
+
+def load_ledger(path: Path, roots: Roots) -> Ledger:
+    """The ledger at ``path``, validated; empty when there is none."""
+    raw = read_state_file(path)
+    if raw is None:
+        return {}
+    try:
+        return parse_ledger(json.loads(raw.decode("utf-8")), roots, path)
+    except (ValueError, UnsafePathError) as exc:
+        raise StateError(f"ledger {path} is not an ascendpatch ledger ({exc})",
+                         fix=f"move it aside (mv {path} {path}.bad); "
+                             "'ascendpatch status' then judges every file by its "
+                             "content") from None
+
+
+def parse_ledger(doc: object, roots: Roots, path: Path) -> Ledger:
+    """A ledger document (read from ``path``) as records; ValueError when it is not one."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("artifacts", {}), dict):
+        raise ValueError("expected {'format': 1, 'artifacts': {...}}")
+    ledger: Ledger = {}
+    for aid, files in doc.get("artifacts", {}).items():
+        if not isinstance(files, dict):
+            raise ValueError(f"artifact {aid!r}: expected a mapping of files")
+        records: dict[str, LedgerFile] = {}
+        for rel, rec in files.items():
+            records[rel] = _record(aid, rel, rec)
+            roots.guard(rel, origin=f"ledger {path}")
+        ledger[str(aid)] = records
+    return ledger
+
+
+def _record(aid: object, rel: object, rec: object) -> LedgerFile:
+    if not isinstance(rec, dict) or set(rec) != _LEDGER_KEYS:
+        raise ValueError(f"{aid}/{rel}: expected the keys {', '.join(sorted(_LEDGER_KEYS))}")
+    for key in ("sha256_before", "sha256_after", "backup"):
+        digest(rec[key], f"{aid}/{rel}.{key}")
+    if not isinstance(rec["time"], str):
+        raise ValueError(f"{aid}/{rel}.time: expected a string")
+    return LedgerFile(**rec)
+
+
+def digest(value: object, where: str) -> str | None:
+    """``value`` when it is a sha256 digest (or None); ValueError otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not SHA256.match(value):
+        raise ValueError(f"{where}: {value!r:.80} is not a sha256 digest")
+    return value
+
+
+def ledger_json(ledger: Ledger) -> bytes:
+    doc = {"format": LEDGER_FORMAT,
+           "artifacts": {aid: {rel: rec.__dict__ for rel, rec in sorted(files.items())}
+                         for aid, files in sorted(ledger.items())}}
+    return json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
