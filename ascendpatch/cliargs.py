@@ -204,8 +204,17 @@ def _sandbox(p: argparse.ArgumentParser) -> None:
 
 def _logs(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", type=path, metavar="FILE",
-                   help="vLLM serve logs (one per TP rank or node)")
+                   help="vLLM serve logs (one per TP rank or node); - reads standard input")
     _with(p, "also require the markers of this optional artifact")
+    p.add_argument("--rules", type=path, metavar="FILE",
+                   help="a site's own log rules, in the format of ascendpatch/data/"
+                        "log_rules.yaml (validated like a manifest)")
+    p.add_argument("--vllm-ascend", metavar="VERSION",
+                   help="judge version-limited rules for this vllm-ascend release (default: "
+                        "the installed one, else the version the log prints)")
+    p.add_argument("--baseline", type=path, metavar="GOOD_LOG",
+                   help="report only what is new or gone compared with this known-good start "
+                        "(exit 1 when a new error or warning appears)")
 
 
 def _smoke(p: argparse.ArgumentParser) -> None:

@@ -77,8 +77,6 @@ def test_the_index_is_complete_and_sourced() -> None:
         assert entry["cause"] and entry["expect"], entry
 
 
-@pytest.mark.xfail(strict=True, reason="baseline before the log-triage work: 4/38 named, "
-                   "0 called benign, 1 fault on a healthy start")
 def test_the_corpus_score_meets_the_bars(capsys: pytest.CaptureFixture[str]) -> None:
     verdicts = [_verdict(e) for e in _entries()]
     named, failures, benign, false_alarms, line = score(verdicts)

@@ -30,8 +30,6 @@ FAULTS = {
                       "directory",
     "topk-topp-custom-op-missing": "AttributeError: '_OpNamespace' '_C_ascend' object has no "
                                    "attribute 'npu_apply_top_k_top_p'",
-    "custom-ops-disabled": "WARNING 11-30 05:00:03 [utils.py:290] Warning: Failed to register "
-                           "custom ops, all custom ops will be disabled",
     "leftover-enginecore": "ValueError: Free memory on device (12.1/61.28 GiB) on startup is "
                            "less than desired GPU memory utilization (0.9, 55.15 GiB).",
     "out-of-memory": "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB",
@@ -58,6 +56,33 @@ def test_every_fault_class_names_its_fix(tmp_path: Path) -> None:
         result = run_cli("logs", _log(tmp_path, [line, STARTED], f"{rule}.log"))
         assert result.code == 1, rule
         assert f": {rule}: " in result.out and "; fix: " in result.out, result.out
+
+
+CUSTOM_OPS = "WARNING:root:Warning: Failed to register custom ops, all custom ops will be disabled"
+
+
+@pytest.mark.parametrize(("release", "code", "says"), [
+    ("0.7.3", 0, "known-benign"),  # printed by almost every 0.7.x / 0.8.x start
+    ("0.8.5rc1", 0, "known-benign"),
+    ("0.18.0", 1, "custom-ops-disabled: "),  # this release needs its custom ops
+])
+def test_the_custom_ops_warning_is_judged_by_the_release(tmp_path: Path, release: str, code: int,
+                                                        says: str) -> None:
+    result = run_cli("logs", "--vllm-ascend", release, _log(tmp_path, [CUSTOM_OPS, STARTED]))
+    assert result.code == code, result.out
+    assert says in result.out
+
+
+def test_without_a_release_the_log_s_own_version_decides(tmp_path: Path) -> None:
+    """The warning comes before the version line (the plugin loads first): judged at the end."""
+    old = [CUSTOM_OPS, "INFO 02-21 10:53:44 api_server.py:838] vLLM API server version 0.7.1",
+           STARTED]
+    assert "known-benign" in run_cli("logs", _log(tmp_path, old, "old.log")).out
+    new = [CUSTOM_OPS, "(EngineCore_DP0 pid=9) INFO 07-16 06:40:52 [core.py:69] Initializing a "
+           "V1 LLM engine (v0.10.1) with config: model='m'", STARTED]
+    assert run_cli("logs", _log(tmp_path, new, "new.log")).code == 1
+    unknown = run_cli("logs", _log(tmp_path, [CUSTOM_OPS, STARTED], "none.log"))
+    assert unknown.code == 0 and "unknown, for a human" in unknown.out  # no release: a human
 
 
 def test_fault_hidden_between_benign_warnings(tmp_path: Path) -> None:

@@ -1,0 +1,115 @@
+"""`ascendpatch logs` reads a log as vLLM writes it: process prefixes, tracebacks as one finding,
+a crash's echoes folded, client errors apart from server faults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.kit import run_cli
+
+STARTED = "(APIServer pid=300) INFO:     Application startup complete."
+ENGINE = "(EngineCore_DP0 pid=415) ERROR 11-30 05:10:00 [core.py:866] "
+API = "(APIServer pid=300) ERROR 11-30 05:10:00 [async_llm.py:480] "
+TOPK = "AttributeError: '_OpNamespace' '_C_ascend' object has no attribute 'npu_apply_top_k_top_p'"
+
+
+def _log(tmp_path: Path, lines: list[str], name: str = "serve.log") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _frames(prefix: str, count: int) -> list[str]:
+    """What a real vLLM traceback puts between its header and its last line."""
+    out = []
+    for n in range(count):
+        out += [f'{prefix}  File "/vllm-workspace/vllm/vllm/v1/engine/core.py", line {100 + n}, '
+                f"in step_{n}",
+                f"{prefix}    outputs = self.model_executor.execute_model(scheduler_output)",
+                f"{prefix}              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^"]
+    return out
+
+
+def _lines_of(out: str, tag: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith(tag)]
+
+
+def test_a_sampler_crash_is_one_finding_with_its_process(tmp_path: Path) -> None:
+    lines = [STARTED, f"{ENGINE}EngineCore encountered a fatal error.",
+             f"{ENGINE}Traceback (most recent call last):", *_frames(ENGINE, 40),
+             f"{ENGINE}{TOPK}",
+             f"{API}Traceback (most recent call last):", *_frames(API, 3),
+             f"{API}vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."]
+    result = run_cli("logs", _log(tmp_path, lines))
+    assert result.code == 1
+    fails = _lines_of(result.out, "[FAIL]")
+    assert len(fails) == 1, result.out
+    assert "topk-topp-custom-op-missing" in fails[0]
+    assert "raised in EngineCore_DP0" in fails[0] and "folded in" in fails[0]
+    assert _lines_of(result.out, "[WARN]") == [], result.out  # no frame is "unknown"
+
+
+def test_frames_of_a_traceback_cut_in_the_middle_are_detail(tmp_path: Path) -> None:
+    lines = [*_frames("[rank0]:   ", 5), "[rank0]: KeyError: 'layers.0.mlp.gate_up_proj.deq_scale'",
+             STARTED]
+    result = run_cli("logs", _log(tmp_path, lines))
+    assert _lines_of(result.out, "[FAIL]")[0].count("checkpoint-key-mismatch") == 1
+    assert _lines_of(result.out, "[WARN]") == [], result.out
+
+
+def test_an_exception_no_rule_names_is_one_line_for_a_human(tmp_path: Path) -> None:
+    lines = [f"{ENGINE}Traceback (most recent call last):", *_frames(ENGINE, 8),
+             f"{ENGINE}ZeroDivisionError: division by zero", STARTED]
+    result = run_cli("logs", _log(tmp_path, lines))
+    warns = _lines_of(result.out, "[WARN]")
+    assert len(warns) == 1 and "an exception no rule names" in warns[0]
+    assert "ZeroDivisionError" in warns[0] and "raised in EngineCore_DP0" in warns[0]
+
+
+def test_the_echoes_of_a_crash_fold_into_its_cause(tmp_path: Path) -> None:
+    lines = [f"{ENGINE}ValueError: No available memory for the cache blocks. Try increasing "
+             "`gpu_memory_utilization` when initializing the engine.",
+             f"{ENGINE}EngineCore failed to start.",
+             "(APIServer pid=300) RuntimeError: Engine core initialization failed. See root cause "
+             "above. Failed core proc(s): {}"]
+    result = run_cli("logs", _log(tmp_path, lines))
+    fails = _lines_of(result.out, "[FAIL]")
+    assert any("kv-cache-no-memory" in f for f in fails), result.out
+    assert not any("enginecore-died" in f for f in fails), result.out
+    assert "--gpu-memory-utilization" in result.out and "--max-num-seqs" in result.out
+
+
+def test_an_engine_death_with_no_known_cause_is_still_a_fault(tmp_path: Path) -> None:
+    result = run_cli("logs", _log(tmp_path, [f"{ENGINE}EngineCore failed to start.", STARTED]))
+    assert result.code == 1 and "enginecore-died" in result.out
+
+
+def test_a_client_error_on_a_healthy_server_is_not_a_server_fault(tmp_path: Path) -> None:
+    lines = [STARTED, "ERROR 03-18 09:02:03 [serving_chat.py:133] Error with model "
+             "object='error' message='The model `QwQ-32B` does not exist.' type='NotFoundError' "
+             "param=None code=404",
+             'INFO:     192.168.1.168:12475 - "POST /v1/chat/completions HTTP/1.1" 404 Not Found']
+    result = run_cli("logs", _log(tmp_path, lines))
+    assert result.code == 0, result.out
+    assert "a client's error, not a server fault (model-not-found)" in result.out
+    assert "GET /v1/models" in result.out
+
+
+def test_the_manifest_s_own_adapter_overwriting_its_architecture_is_expected(
+        tmp_path: Path) -> None:
+    line = ("(EngineCore_DP0 pid=91) WARNING 11-30 05:00:09 [registry.py:980] Model architecture "
+            "MuseGlimmerForConditionalGeneration is already registered, and will be overwritten "
+            "by the new model class muse_glimmer:MuseGlimmerForConditionalGeneration.")
+    result = run_cli("--manifest", "muse-glimmer-w8a8", "logs", _log(tmp_path, [line, STARTED]))
+    assert result.code == 0 and "[WARN]" not in result.out, result.out
+    assert "known-benign" in result.out
+
+
+def test_a_version_mismatch_warning_explains_the_crash_that_follows(tmp_path: Path) -> None:
+    warning = ("/x/vllm_omni/version.py:55: RuntimeWarning: vLLM and vLLM-Omni appear to have "
+               "mismatched major/minor versions:")
+    served = run_cli("logs", _log(tmp_path, [warning, STARTED], "ok.log"))
+    assert served.code == 0 and "known-benign" in served.out
+    crashed = run_cli("logs", _log(tmp_path, [warning, "Traceback (most recent call last):",
+                                              *_frames("", 2)], "crash.log"))
+    assert "vllm-omni-version-mismatch" in "".join(_lines_of(crashed.out, "[FAIL]"))
