@@ -27,7 +27,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ascendpatch.deploy.logread import MAX_LINE, Traceback, is_exception, split_line, stream_lines
-from ascendpatch.errors import InvalidInputError, ManifestError
+from ascendpatch.errors import InvalidInputError
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.loader import parse_yaml
 
@@ -209,7 +209,10 @@ def read_rules_file(path: Path) -> list[Rule]:
                     for i, raw in enumerate(doc.get(key) or ())
                     if (problem := _pattern_problem(str(raw["pattern"])))]
     if problems or not isinstance(doc, dict):
-        raise ManifestError(problems or [f"{path}: expected a mapping of rule lists"])
+        problems = problems or [f"{path}: expected a mapping of rule lists"]
+        raise InvalidInputError(f"--rules: {len(problems)} problem(s): {'; '.join(problems)}",
+                                fix="correct the file; its format is that of ascendpatch/data/"
+                                    "log_rules.yaml (faults, benign, client, markers)")
     return _rules_of(doc, str(path))
 
 
