@@ -4,6 +4,7 @@ traceback)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from ascendpatch import progress
 from ascendpatch.deploy import logread
-from ascendpatch.deploy.logs import RULES_FILE, yaml_doc
+from ascendpatch.deploy.logs import RULES_FILE, Rule, literals, load_rules, yaml_doc
 from ascendpatch.manifest import schema
 from tests.kit import REPO, run_cli
 
@@ -151,3 +152,26 @@ def test_any_bytes_give_a_verdict_never_a_traceback(tmp_path: Path, chunks: list
     result = run_cli("logs", path)
     assert result.code in (0, 1, 2), result.out + result.err
     assert "Traceback" not in result.err
+
+
+def test_the_substring_screen_never_hides_a_match() -> None:
+    """Lines are screened with plain substrings before any pattern runs; every corpus line a
+    bundled pattern matches must hold one of the substrings taken from that pattern."""
+    rules = [r for r in load_rules() if r.kind != "marker"]
+    lines = [line for path in sorted((REPO / "tests" / "data" / "logs").glob("*.log"))
+             for line in path.read_text(encoding="utf-8").splitlines()]
+    for rule in rules:
+        found = literals(rule)
+        for line in lines:
+            if found is not None and rule.pattern.search(line):
+                assert any(lit in line for lit in found), (rule.id, line)
+
+
+def test_patterns_that_promise_no_substring_are_always_searched() -> None:
+    def rule(pattern: str) -> Rule:
+        return Rule("r", "fault", re.compile(pattern), "")
+
+    assert literals(rule("(?i)out of memory")) is None
+    assert literals(rule("ab|abcdef")) is None  # a branch too short to screen with
+    assert literals(rule("colou?r disabled")) == ("r disabled",)  # 'u' is optional
+    assert literals(rule(r"lib(?:a|b)\.so: cannot")) == (".so: cannot",)

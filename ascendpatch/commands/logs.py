@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from ascendpatch.commands import context
 from ascendpatch.deploy.logs import (
     MAX_GROUPS,
@@ -69,7 +71,7 @@ def _where(finding: Finding) -> str:
 @functools.cache
 def stack_pins() -> str:
     """The version sets the bundled manifests pin, for the fixes that name them."""
-    sets = []
+    sets: list[tuple[Version, str]] = []
     for name in loader.bundled_names():
         try:
             stack = loader.load(name).stack
@@ -81,8 +83,17 @@ def stack_pins() -> str:
         parts = [f"{p} {pin.specifier.lstrip('=')}" for p in ("vllm", "torch", "torch-npu")
                  if (pin := stack.pin(p)) is not None]
         parts += [f"CANN {stack.cann}"] if stack.cann else []
-        sets.append(f"vllm-ascend {plugin.specifier.lstrip('=')} with {', '.join(parts)}")
-    return "; ".join(sets) or "the vllm-ascend release notes' version table"
+        release = plugin.specifier.lstrip("=")
+        sets.append((_release_key(release), f"vllm-ascend {release} with {', '.join(parts)}"))
+    return "; ".join(text for _, text in sorted(sets)) or \
+        "the vllm-ascend release notes' version table"
+
+
+def _release_key(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
 
 
 def _fix(rule: Rule) -> str:
@@ -232,8 +243,7 @@ def _read(path: Path, setup: _Setup) -> Triage:
 
 def _difference(name: str, base: str, d: Difference) -> CheckResult:
     f = d.finding
-    what = f.rule.id if f.rule is not None else "unknown" if f.rule is None and f.line_no \
-        else "marker"
+    what = f.rule.id if f.rule is not None else "unknown" if f.line_no else "marker"
     text = _excerpt(f.line, 120)
     if d.new:
         level = Level.FAIL if d.serious else Level.OK

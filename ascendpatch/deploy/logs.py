@@ -32,13 +32,13 @@ from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.loader import parse_yaml
 
 __all__ = ["MAX_GROUPS", "MAX_LINE", "Finding", "Knowledge", "Rule", "Triage", "Triager",
-           "compare", "load_rules", "read_rules_file", "stream_lines", "triage"]
+           "compare", "literals", "load_rules", "read_rules_file", "stream_lines", "triage"]
 
 MAX_GROUPS = 1000
 MAX_PROCESSES = 64  # distinct writers followed for tracebacks; more share one state
 KEEP_CHARS = 400  # of each kept line: enough for any excerpt
 BUCKETS = ("faults", "warnings", "client", "crashes", "benign", "unknown")
-_LEVEL = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b|[A-Za-z]*Warning:")
+_LEVEL = re.compile(r"\b(?:WARNING|ERROR|CRITICAL)\b")
 _TP_SIZE = re.compile(r"tensor_parallel_size=(\d+)")
 _DIGITS = re.compile(r"\d+")
 _HEXES = re.compile(r"0x[0-9a-fA-F]+")
@@ -241,6 +241,11 @@ def yaml_doc() -> dict[str, Any]:
     return doc
 
 
+def _has_level(line: str) -> bool:
+    """A WARNING / ERROR / CRITICAL line, or a Python warning (RuntimeWarning: ...)."""
+    return "Warning:" in line or _LEVEL.search(line) is not None
+
+
 def _normalise(line: str) -> str:
     """Lines are grouped without their prefixes, timestamps, pids, numbers and addresses."""
     body = split_line(line)[1]
@@ -292,6 +297,78 @@ def _benign(rule: Rule, match: re.Match[str], known: Knowledge) -> str:
     return ""
 
 
+_META = set(".^$*+?{}[]()|\\")
+_QUANTIFIERS = set("?*{")
+MIN_LITERAL = 4
+
+
+def _branches(pattern: str) -> list[str]:
+    """The top-level alternatives of a pattern."""
+    out, depth, start, i = [], 0, 0, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 1
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return [*out, pattern[start:]]
+
+
+def _longest_literal(branch: str) -> str:
+    """The longest run of plain characters a match of ``branch`` must contain (outside any
+    group or class); "" when there is none worth screening with."""
+    best, run, depth, i = "", "", 0, 0
+    while i < len(branch):
+        char = branch[i]
+        literal = None
+        if char == "\\" and i + 1 < len(branch):
+            i += 1
+            literal = branch[i] if not branch[i].isalnum() else None
+        elif depth == 0 and char not in _META:
+            literal = char
+        depth += (char in "([") - (char in ")]") if literal is None and char != "\\" else 0
+        if literal is not None and depth == 0:
+            nxt = branch[i + 1] if i + 1 < len(branch) else ""
+            if nxt in _QUANTIFIERS:
+                literal = None
+            else:
+                run += literal
+        if literal is None:
+            best, run = max(best, run, key=len), ""
+        i += 1
+    best = max(best, run, key=len)
+    return best if len(best) >= MIN_LITERAL else ""
+
+
+def literals(rule: Rule) -> tuple[str, ...] | None:
+    """Plain strings one of which every line the rule matches contains, or None when the
+    pattern cannot promise one (inline flags, a branch with no long enough literal)."""
+    text = rule.pattern.pattern
+    if text.startswith("(?") and not text.startswith(("(?:", "(?P")):
+        return None
+    found = tuple(_longest_literal(b) for b in _branches(text))
+    return None if not all(found) else found
+
+
+class _Screen:
+    """Which rules can match a line, found with plain substring tests: most lines of a big log
+    match no rule, and a substring test is cheaper than a regular-expression search."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.always = [r for r in rules if literals(r) is None]
+        self.index = [(lit, r) for r in rules for lit in literals(r) or ()]
+
+    def candidates(self, line: str) -> list[Rule]:
+        found = [r for lit, r in self.index if lit in line]
+        return [*self.always, *found] if found or self.always else []
+
+
 @dataclass
 class _Pending:
     """A line only version-limited rules match: judged once the release is known."""
@@ -318,6 +395,7 @@ class Triager:
         self.markers = [r for r in active if r.kind == "marker"]
         self.known = known
         self.result = Triage()
+        self._screen = _Screen([*self.versioned, *self.faults])
         self._tracebacks: dict[str, Traceback] = {}
         self._pending: dict[tuple[str, ...], _Pending] = {}
 
@@ -330,9 +408,11 @@ class Triager:
         scaffolding = traceback.scaffolding(body)
         if scaffolding and traceback.open:
             self.result.crashed = True
-        if self._versioned(number, line, process):
+        candidates = self._screen.candidates(line)
+        if candidates and self._versioned(number, line, process, candidates):
             return
-        fault = next((r for r in self.faults if r.pattern.search(line)), None)
+        fault = next((r for r in self.faults if r in candidates and r.pattern.search(line)),
+                     None) if candidates else None
         if fault is not None:
             self.result.add("faults", fault, number, line, process=process)
             traceback.close()
@@ -346,7 +426,7 @@ class Triager:
             traceback.close()
             self.result.add("crashes", None, number, line, process=process)
             return
-        if not _LEVEL.search(line):
+        if not _has_level(line):
             return
         client = next((r for r in self.client if r.pattern.search(line)), None)
         if client is not None:
@@ -389,8 +469,9 @@ class Triager:
                     self.result.marker_values.setdefault(rule.id, []).append(
                         int(found["count"]))
 
-    def _versioned(self, number: int, line: str, process: str) -> bool:
-        matched = tuple(r for r in self.versioned if r.pattern.search(line))
+    def _versioned(self, number: int, line: str, process: str,
+                   candidates: Sequence[Rule]) -> bool:
+        matched = tuple(r for r in self.versioned if r in candidates and r.pattern.search(line))
         if not matched:
             return False
         key = tuple(r.id for r in matched)
@@ -413,19 +494,32 @@ class Triager:
         return self.known.release() or _version(self.result.log_release)
 
     def _settle_versions(self) -> None:
+        if not self._pending:
+            return
         release = self.release()
         for pending in self._pending.values():
-            rule = None if release is None else next(
-                (r for r in pending.rules if r.versions is not None
-                 and r.versions.contains(release, prereleases=True)), None)
-            bucket = {"fault": "faults", "benign": "benign", "client": "client"}.get(
-                rule.kind if rule else "", "unknown")
-            if rule is None and not _LEVEL.search(pending.line):
+            if release is None:
+                self._unjudged(pending)
                 continue
-            found = self.result.add(bucket, rule, pending.line_no, pending.line,
-                                    process=pending.process)
-            if found is not None:
-                found.count += pending.count - 1
+            rule = next((r for r in pending.rules if r.versions is not None
+                         and r.versions.contains(release, prereleases=True)), None)
+            if rule is not None:
+                bucket = {"fault": "faults", "benign": "benign"}.get(rule.kind, "client")
+                self._add_pending(bucket, rule, pending)
+
+    def _unjudged(self, pending: _Pending) -> None:
+        """A line whose meaning depends on a release nobody named: a warning that says so."""
+        ranges = " / ".join(f"{r.kind} for {r.versions}" for r in pending.rules)
+        note = ("its meaning depends on the vllm-ascend release "
+                f"({ranges}), and none is known: pass --vllm-ascend X, or --python / "
+                "--site-packages to read the installed one")
+        self._add_pending("warnings", pending.rules[0], pending, note)
+
+    def _add_pending(self, bucket: str, rule: Rule, pending: _Pending, note: str = "") -> None:
+        found = self.result.add(bucket, rule, pending.line_no, pending.line, note,
+                                pending.process)
+        if found is not None:
+            found.count += pending.count - 1
 
     def _explain_crash(self) -> None:
         result = self.result
