@@ -53,15 +53,10 @@ SMOOTHQUANT_MARKER: dict[str, Any] = {
     "message": "SmoothQuant scales loaded ([smooth-w8a8] loaded N smooth scale vectors)"}
 
 
-def _specifier(text: str) -> str | None:
-    return s.specifier(text)
-
-
 _RULE_FIELDS: dict[str, s.Schema] = {
     "id": s.Str(s.identifier), "pattern": s.Str(), "fix": s.Str(), "why": s.Str(),
     "message": s.Str(), "source": s.Str(), "per_rank": s.Bool(), "check": s.Str(),
-    "when": s.Str(), "versions": s.Str(_specifier), "echo": s.Bool(),
-    "explains_crash": s.Bool(), "crash_fix": s.Str(), "class": s.Str()}
+    "when": s.Str(), "versions": s.Str(s.specifier), "echo": s.Bool(), "crash_fix": s.Str()}
 RULE = s.Obj(_RULE_FIELDS, frozenset({"id", "pattern"}))
 RULES_FILE = s.Obj({kind: s.ListOf(RULE) for kind in ("faults", "benign", "client", "markers")})
 _KINDS = {"faults": "fault", "benign": "benign", "client": "client", "markers": "marker"}
