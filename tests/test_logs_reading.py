@@ -69,10 +69,13 @@ def test_an_exception_no_rule_names_is_one_line_for_a_human(tmp_path: Path) -> N
 def test_the_echoes_of_a_crash_fold_into_its_cause(tmp_path: Path) -> None:
     lines = [f"{ENGINE}ValueError: No available memory for the cache blocks. Try increasing "
              "`gpu_memory_utilization` when initializing the engine.",
+             f"{ENGINE}[ERROR] 2025-04-27-03:11:08 (PID:5409, Device:0, RankID:1) ERR00100 PTA "
+             "call acl api failed.",
              f"{ENGINE}EngineCore failed to start.",
              "(APIServer pid=300) RuntimeError: Engine core initialization failed. See root cause "
              "above. Failed core proc(s): {}"]
     result = run_cli("logs", _log(tmp_path, lines))
+    assert _lines_of(result.out, "[WARN]") == [], result.out
     fails = _lines_of(result.out, "[FAIL]")
     assert any("kv-cache-no-memory" in f for f in fails), result.out
     assert not any("enginecore-died" in f for f in fails), result.out
