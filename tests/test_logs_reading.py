@@ -116,3 +116,22 @@ def test_a_version_mismatch_warning_explains_the_crash_that_follows(tmp_path: Pa
     crashed = run_cli("logs", _log(tmp_path, [warning, "Traceback (most recent call last):",
                                               *_frames("", 2)], "crash.log"))
     assert "vllm-omni-version-mismatch" in "".join(_lines_of(crashed.out, "[FAIL]"))
+
+
+def test_an_error_message_s_indented_body_folds_into_its_fault(tmp_path: Path) -> None:
+    worker = "(RayWorkerWrapper pid=9) ERROR 02-26 09:45:37 worker_base.py:572] "
+    dump = [f"{worker}        open device 1 failed, runtime result = 107001.[FUNC:Report]",
+            f"{worker}        Failed to open device, retCode=0x7020014, deviceId=1.",
+            f"{worker}        Failed to init RawDriver, device_id=1, retCode=0x7020014"]
+    run = run_cli("logs", _log(tmp_path, [STARTED, dump[0].replace("open device 1 failed",
+                                                                    "Set visible device failed"),
+                                          *dump[1:]]))
+    assert run.code == 1
+    assert "visible-device-invalid" in run.out and "2 more line(s)" in run.out
+    assert not _lines_of(run.out, "[WARN]"), run.out
+
+
+def test_indented_error_lines_with_no_fault_stay_for_a_human(tmp_path: Path) -> None:
+    run = run_cli("logs", _log(tmp_path, [STARTED, f"{API}        some driver detail, ret:4"]))
+    assert run.code == 0
+    assert len(_lines_of(run.out, "[WARN]")) == 1 and "unknown" in run.out

@@ -125,7 +125,7 @@ class Finding:
     note: str = ""  # warnings: what is wrong for this deployment
     process: str = ""  # who wrote it first
     echoed_by: set[str] = field(default_factory=set)  # other processes with the same finding
-    folded: int = 0  # faults: lines of the same crash folded into this finding
+    folded: int = 0  # faults, crashes: lines of the same crash folded into this finding
     key: str = ""  # its shape: what --baseline compares
 
 
@@ -137,6 +137,9 @@ class Triage:
     crashes: list[Finding] = field(default_factory=list)  # exceptions no rule names
     benign: list[Finding] = field(default_factory=list)
     unknown: list[Finding] = field(default_factory=list)
+    # indented ERROR lines (an exception message's body, a CANN error dump): held until the
+    # end, then folded into their process's fault or crash, or left unknown
+    details: list[Finding] = field(default_factory=list, repr=False)
     markers: dict[str, int] = field(default_factory=dict)
     marker_values: dict[str, list[int]] = field(default_factory=dict)  # (?P<count>) per line
     tp_size: int | None = None  # from the engine's config line, when the log has it
@@ -156,7 +159,7 @@ class Triage:
                 found.echoed_by.add(process)
             return found
         target: list[Finding] = getattr(self, bucket)
-        if bucket in ("unknown", "crashes") and len(target) >= MAX_GROUPS:
+        if bucket in ("unknown", "crashes", "details") and len(target) >= MAX_GROUPS:
             self.unknown_dropped += 1
             return None
         finding = Finding(rule, line_no, line[:KEEP_CHARS], note=note, process=process,
@@ -423,6 +426,9 @@ class Triager:
             return
         if not _has_level(line):
             return
+        if body[:1].isspace() and body.strip():
+            self.result.add("details", None, number, line, process=process)
+            return
         client = next((r for r in self.client if r.pattern.search(line)), None)
         if client is not None:
             self.result.add("client", client, number, line, process=process)
@@ -482,6 +488,7 @@ class Triager:
         and fold a crash's echoes into the fault that names it."""
         self._settle_versions()
         self._explain_crash()
+        self._fold_details()
         self._fold_echoes()
         return self.result
 
@@ -528,13 +535,28 @@ class Triager:
                 result.faults.append(finding)
                 return
 
+    def _fold_details(self) -> None:
+        """An indented line continues the message of its process's error: fold it there."""
+        result = self.result
+        for detail in result.details:
+            owner = next((f for f in [*result.faults, *result.crashes]
+                          if detail.process in (f.process, *f.echoed_by)), None)
+            if owner is not None:
+                owner.folded += detail.count
+            elif len(result.unknown) < MAX_GROUPS:
+                detail.key = "unknown:" + detail.key.split(":", 1)[1]
+                result.unknown.append(detail)
+            else:
+                result.unknown_dropped += detail.count
+        result.details = []
+
     def _fold_echoes(self) -> None:
         result = self.result
         causes = [f for f in result.faults if f.rule is not None and not f.rule.echo]
         if not causes:
             return
         echoes = [f for f in result.faults if f.rule is not None and f.rule.echo]
-        causes[0].folded += sum(f.count for f in echoes) + sum(f.count for f in result.crashes)
+        causes[0].folded += sum(f.count + f.folded for f in [*echoes, *result.crashes])
         result.faults = causes
         result.crashes = []
 
