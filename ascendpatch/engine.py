@@ -13,16 +13,16 @@ from ascendpatch.hashing import sha256_optional
 from ascendpatch.kinds import KINDS
 from ascendpatch.kinds.base import FileFinding
 from ascendpatch.planner import ArtifactPlan, evaluate
-from ascendpatch.results import ArtifactResult, FileResult, Level, Status
+from ascendpatch.results import ArtifactResult, FileChange, FileResult, Level, Status
 from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
 
 
 def _file_results(files: Sequence[FileFinding], after: dict[str, bytes | None] | None = None,
-                  state: str | None = None) -> tuple[FileResult, ...]:
+                  state: FileState | None = None) -> tuple[FileResult, ...]:
     out = []
     for finding in files:
         new = after.get(finding.rel, finding.current) if after is not None else finding.current
-        out.append(FileResult(finding.rel, state or finding.state.value,
+        out.append(FileResult(finding.rel, state or finding.state,
                               sha256_optional(finding.current), sha256_optional(new)))
     return tuple(out)
 
@@ -114,8 +114,8 @@ class Batch:
 
     def add(self, plan: ArtifactPlan, changes: list[Change], keep: list[bytes]) \
             -> ArtifactResult:
-        pending = _result(plan, Status.NOT_APPLIED, Level.WARN,
-                          f"{plan.artifact.title}: pending")
+        pending = _result(plan, Status.PENDING, Level.WARN,  # a placeholder, replaced by
+                          f"{plan.artifact.title}: pending")  # flush()
         self._items.append((pending, plan, changes, keep))
         self._paths.update(_real(f.path) for f in plan.files)
         return pending
@@ -160,8 +160,8 @@ def apply_artifact(plan: ArtifactPlan, store: LedgerStore, *, force: bool, dry_r
     pending = [f for f in plan.files if f.state is not FileState.APPLIED]
     after = {f.rel: f.desired.data for f in pending}
     if dry_run:
-        return _result(plan, Status.NOT_APPLIED, Level.WARN, f"{title}: would be applied",
-                       files=_file_results(plan.files, after, FileState.PRISTINE.value),
+        return _result(plan, Status.PENDING, Level.WARN, f"{title}: would be applied",
+                       files=_file_results(plan.files, after, FileState.PRISTINE),
                        diff=unified_diff(plan))
     changes = [Change(f.path, f.current, f.desired.data, link=f.desired.link,
                       mode=f.desired.mode) for f in pending]
@@ -198,8 +198,8 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
     for old in plan.files:  # paired by path: a kind may list fewer files once applied
         new = now_by_path.get(old.path)
         current = new.current if new else (old.path.read_bytes() if old.path.is_file() else None)
-        state = new.state.value if new else (
-            "removed" if current is None else FileState.APPLIED.value)
+        state: FileState | FileChange = new.state if new else (
+            FileChange.REMOVED if current is None else FileState.APPLIED)
         files.append(FileResult(old.rel, state, sha256_optional(old.current),
                                 sha256_optional(current)))
     if verb == "applied" and fresh.state in (FileState.APPLIED, None):
@@ -271,7 +271,7 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
                        files=_file_results(plan.files))
     if dry_run:
         names = ", ".join([r.finding.rel for r in restores] + [store.rel(c.path) for c in extra])
-        return _result(plan, Status.APPLIED, Level.WARN, f"{title}: would be reverted ({names})",
+        return _result(plan, Status.PENDING, Level.WARN, f"{title}: would be reverted ({names})",
                        files=_file_results(plan.files))
     root = plan.site.root if plan.site else None  # a file the patch created goes with
     changes = [Change(r.finding.path, r.finding.current, r.data,  # the folders it emptied
