@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str] | None,
         return EXIT_UNEXPECTED
     try:
         output.render(result, as_json=as_json, color=color, quiet=args.quiet,
-                      shown=frozenset(reporter.shown), invocation=reporter.invocation)
+                      streamed=True, invocation=reporter.invocation)
         sys.stdout.flush()
     except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
         output.silence_stdout()

@@ -95,6 +95,8 @@ class CommandResult:
     extra: dict[str, object] = field(default_factory=dict)
     payload: str | None = None  # `-o -`: the document itself goes to stdout, the lines to stderr
     show_diff: bool = False  # plan, apply --diff: details and diffs shown for every item
+    streamed: bool = False  # each item went to progress.item when it became final
+    has_recap: bool = False  # apply / revert: the ok/changed/skipped/failed counts are shown
 
     @property
     def ok(self) -> bool:

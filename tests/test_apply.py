@@ -271,7 +271,6 @@ def test_unexpected_error_exit_3_with_log(env: dict[str, Path],
         raise RuntimeError("simulated bug")
 
     monkeypatch.setattr(engine, "apply_artifact", boom)
-    monkeypatch.setattr("ascendpatch.commands.apply.apply_artifact", boom)
     result = cli(env, "apply")
     assert result.code == 3
     assert "unexpected error: RuntimeError: simulated bug" in result.err
@@ -285,3 +284,37 @@ def test_color_always_uses_ansi_and_keeps_brackets_literal(env: dict[str, Path])
     assert "\x1b[" not in plain.out and "\x1b[" in colored.out
     assert plain.out.startswith("[WARN] demo fix not applied")
     assert "[WARN]" in colored.out and "demo fix not applied" in colored.out
+
+
+def test_execute_yields_a_written_result_only_once_its_transaction_is_committed(
+        env: dict[str, Path]) -> None:
+    """No placeholder: a result that comes out of the engine is final. One that needs no write
+    (here a skip) comes at once; the written one after the commit, re-checked."""
+    from ascendpatch.commands import apply as apply_command
+    from ascendpatch.commands.context import Context
+    from ascendpatch.engine import execute
+    from ascendpatch.env.target import from_site_packages
+    from ascendpatch.manifest import loader
+    from ascendpatch.planner import prepare
+    from ascendpatch.results import Status
+
+    manifest = write_manifest(env["manifest"].parent / "two.yaml", [
+        {"id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+         "versions": ">=1.0", "source": "fix.patch"},
+        {"id": "later", "title": "later fix", "kind": "diff", "distribution": "demo",
+         "versions": ">=9", "source": "fix.patch"}])
+    ctx = Context(target=from_site_packages(env["site"]), manifest=loader.load(str(manifest)),
+                  env={})
+    store = ctx.store
+    seen = []
+    with store.session(5.0):
+        for result in execute(prepare(list(ctx.manifest.artifacts), ctx.target, ctx.env),
+                              store, diff=True):
+            seen.append((result.id, result.status, result.id in store.load_ledger(),
+                         "+value_5b = 55" in result.diff))  # apply --diff: built in, not grafted
+            assert not store.journal_path.exists()
+    assert seen == [("later", Status.SKIPPED, False, False),
+                    ("demo-fix", Status.APPLIED, True, True)]
+    assert cli(env, "revert").code == 0
+    ordered = apply_command.run(ctx, [])  # streamed as final, kept in the manifest's order
+    assert [r.id for r in ordered.results] == ["demo-fix", "later"]

@@ -162,8 +162,7 @@ def test_results_stream_before_the_command_returns(world: list[str]) -> None:
         streamed = out.getvalue()  # the command has returned; nothing rendered it yet
     assert streamed == "[OK] Applied demo fix\n"
     final = io.StringIO()
-    output.render(result, as_json=False, color="never", stream=final,
-                  shown=frozenset(reporter.shown))
+    output.render(result, as_json=False, color="never", stream=final, streamed=True)
     assert final.getvalue() == ""  # not printed twice
 
 

@@ -6,16 +6,15 @@ from argparse import Namespace
 
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
-from ascendpatch.engine import apply_artifact
-from ascendpatch.planner import evaluate, prepare, select
+from ascendpatch.engine import execute
+from ascendpatch.planner import prepare, select
 from ascendpatch.results import CommandResult, pending_exit_code
 
 
 def run(ctx: Context, ids: list[str], *, force: bool = False) -> CommandResult:
     prepared = prepare(select(ctx.manifest, ids, ctx.enabled_extra), ctx.target, ctx.env)
-    with reading(ctx) as session:
-        results = tuple(apply_artifact(evaluate(a, k), session.store, force=force, dry_run=True)
-                        for a, k in prepared)
+    with reading(ctx) as session:  # a dry run writes nothing: every result is final at once
+        results = tuple(execute(prepared, session.store, force=force, dry_run=True))
     return CommandResult("plan", results, tuple(session.notes),
                          exit_code_override=pending_exit_code(results), show_diff=True)
 

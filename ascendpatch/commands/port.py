@@ -202,7 +202,7 @@ def catalog_check(manifest: Manifest, versions: list[str], source: Source,
     if markdown is not None:
         markdown.write_text(table)
     return CommandResult("catalog-check", tuple(rows), summary=table.rstrip("\n"),
-                         extra={"matrix": matrix})
+                         extra={"matrix": matrix}, streamed=True)
 
 
 def known_to_catalog(artifact: Artifact, version: Version) -> bool:

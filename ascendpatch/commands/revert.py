@@ -7,9 +7,9 @@ from argparse import Namespace
 from ascendpatch import progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.engine import revert_artifact
-from ascendpatch.planner import evaluate, prepare, select
-from ascendpatch.results import ArtifactResult, CommandResult, pending_exit_code
+from ascendpatch.engine import revert_all
+from ascendpatch.planner import prepare, select
+from ascendpatch.results import CommandResult, pending_exit_code
 
 
 def run(ctx: Context, ids: list[str], *, dry_run: bool = False) -> CommandResult:
@@ -17,17 +17,13 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False) -> CommandResult
     if not ids:  # revert whatever is applied, enabled or not
         artifacts = list(ctx.manifest.artifacts)
     prepared = prepare(artifacts, ctx.target, ctx.env, required=bool(ids))
-    results: list[ArtifactResult] = []
-    with locked(ctx) as session:
-        for artifact, kctx in reversed(prepared):  # undo in reverse order of application
-            ledger = session.store.load_ledger()
-            results.append(revert_artifact(evaluate(artifact, kctx), session.store, ledger,
-                                       dry_run=dry_run))
-            progress.item(results[-1])
+    with locked(ctx) as session:  # undone in reverse order of application, listed in order
+        results = tuple(reversed(progress.stream(revert_all(prepared, session.store,
+                                                            dry_run=dry_run))))
     command = "revert --dry-run" if dry_run else "revert"
     code = pending_exit_code(results) if dry_run else None
-    return CommandResult(command, tuple(reversed(results)), tuple(session.notes),
-                         exit_code_override=code)
+    return CommandResult(command, results, tuple(session.notes), exit_code_override=code,
+                         streamed=True, has_recap=True)
 
 
 def from_args(args: Namespace) -> CommandResult:
