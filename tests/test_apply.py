@@ -286,6 +286,39 @@ def test_color_always_uses_ansi_and_keeps_brackets_literal(env: dict[str, Path])
     assert "[WARN]" in colored.out and "demo fix not applied" in colored.out
 
 
+def _ctrl_c_in(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    from ascendpatch.store.ledger import LedgerStore
+
+    def interrupt(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LedgerStore, method, interrupt)
+
+
+def test_ctrl_c_after_the_commit_point_names_what_the_session_committed(
+        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's session says what it committed (no process-wide list to read)."""
+    _ctrl_c_in(monkeypatch, "_collect_garbage")  # runs just after the commit point
+    done = cli(env, "--color", "never", "apply")
+    assert done.code == 130
+    assert done.err == (f"[FAIL] interrupted after the commit point: 2 file(s) in {env['site']} "
+                        f"applied in full, not rolled back; run 'ascendpatch status' to see "
+                        f"every artifact's state\n")
+    monkeypatch.undo()
+    assert cli(env, "status").code == 0
+
+
+def test_ctrl_c_before_the_commit_point_is_rolled_back_even_after_an_earlier_run(
+        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli(env, "apply").code == 0  # a commit by an earlier run in this process
+    _ctrl_c_in(monkeypatch, "_replace")
+    done = cli(env, "--color", "never", "revert")
+    assert done.code == 130
+    assert done.err == "[FAIL] interrupted; any change in progress was rolled back\n"
+    monkeypatch.undo()
+    assert cli(env, "status").code == 0
+
+
 def test_execute_yields_a_written_result_only_once_its_transaction_is_committed(
         env: dict[str, Path]) -> None:
     """No placeholder: a result that comes out of the engine is final. One that needs no write

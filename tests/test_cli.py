@@ -110,3 +110,53 @@ def test_ctrl_c_without_json_is_a_fail_line(silent_server: socket.socket) -> Non
     done = _interrupted_smoke(silent_server, "--color", "never")
     assert done.returncode == 130 and done.stdout == ""
     assert done.stderr == "[FAIL] interrupted; any change in progress was rolled back\n"
+
+
+def _render_raises(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    from ascendpatch import output
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(output, "render", broken)
+
+
+def test_a_bug_in_the_renderer_is_exit_3_with_a_log_in_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The boundary is around all of main: rendering too, not only the command."""
+    from pathlib import Path
+
+    from tests.kit import run_cli
+
+    _render_raises(monkeypatch, KeyError("level"))
+    done = run_cli("--color", "never", "manifests")
+    assert done.code == 3 and done.out == ""
+    (line,) = done.err.splitlines()
+    assert line.startswith("[FAIL] unexpected error: KeyError: 'level' (details: ")
+    assert "Traceback" in Path(line.split("(details: ")[1].rstrip(")")).read_text()
+    as_json = run_cli("--json", "manifests")
+    doc = json.loads(as_json.out)
+    assert (as_json.code, doc["exit_code"], doc["command"]) == (3, 3, "manifests")
+    assert Path(doc["error"]["log"]).is_file()
+
+
+def test_ctrl_c_while_rendering_is_exit_130_and_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kit import run_cli
+
+    _render_raises(monkeypatch, KeyboardInterrupt())
+    done = run_cli("--color", "never", "manifests")
+    assert done.code == 130 and done.out == ""
+    assert done.err == ("[FAIL] interrupted while showing the results; the command itself "
+                        "had finished\n")
+
+
+def test_a_bug_while_building_the_parser_is_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kit import run_cli
+
+    def broken(parser: object, suppress: bool) -> None:
+        raise AttributeError("no such option group")
+
+    monkeypatch.setattr(cliargs, "global_options", broken)
+    done = run_cli("--color", "never", "manifests")
+    assert done.code == 3
+    assert done.err.startswith("[FAIL] unexpected error: AttributeError: no such option group")
