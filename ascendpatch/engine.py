@@ -97,7 +97,7 @@ def unified_diff(plan: ArtifactPlan) -> str:
 
 
 @dataclass(frozen=True)
-class _Writes:
+class Writes:
     """One artifact's changes, waiting in a transaction; ``diff``: apply --diff's text."""
 
     plan: ArtifactPlan
@@ -117,13 +117,13 @@ class _Transaction:
 
     def __init__(self, store: LedgerStore) -> None:
         self.store = store
-        self._writes: list[_Writes] = []
+        self._writes: list[Writes] = []
         self._paths: set[str] = set()
 
     def touches(self, plan: ArtifactPlan) -> bool:
         return any(_real(f.path) in self._paths for f in plan.files)
 
-    def add(self, writes: _Writes) -> None:
+    def add(self, writes: Writes) -> None:
         self._writes.append(writes)
         self._paths.update(_real(f.path) for f in writes.plan.files)
 
@@ -163,7 +163,7 @@ def execute(prepared: Iterable[tuple[Artifact, ArtifactSite | Skip]], store: Led
             yield from batch.commit()
             plan = evaluate(artifact, site)  # then look again
         outcome = apply_artifact(plan, force=force, dry_run=dry_run, diff=diff)
-        if isinstance(outcome, _Writes):
+        if isinstance(outcome, Writes):
             batch.add(outcome)
         else:
             yield outcome
@@ -171,7 +171,7 @@ def execute(prepared: Iterable[tuple[Artifact, ArtifactSite | Skip]], store: Led
 
 
 def apply_artifact(plan: ArtifactPlan, *, force: bool, dry_run: bool, diff: bool = False) \
-        -> ArtifactResult | _Writes:
+        -> ArtifactResult | Writes:
     """The final result when nothing is to be written (or ``dry_run``), else the writes."""
     if plan.skip is not None:
         return skipped(plan)
@@ -195,7 +195,7 @@ def apply_artifact(plan: ArtifactPlan, *, force: bool, dry_run: bool, diff: bool
                       mode=f.desired.mode) for f in pending]
     originals = [f.original.data for f in plan.files
                  if f.original.known and f.original.data is not None]
-    return _Writes(plan, changes, originals, unified_diff(plan) if diff else "")
+    return Writes(plan, changes, originals, unified_diff(plan) if diff else "")
 
 
 def _record(ledger: Ledger, plan: ArtifactPlan, store: LedgerStore) -> Ledger:
