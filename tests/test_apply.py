@@ -286,19 +286,19 @@ def test_color_always_uses_ansi_and_keeps_brackets_literal(env: dict[str, Path])
     assert "[WARN]" in colored.out and "demo fix not applied" in colored.out
 
 
-def _ctrl_c_in(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
-    from ascendpatch.store.ledger import LedgerStore
+def _ctrl_c_in(monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """A ^C raised from ``target`` (a dotted name in the store's modules)."""
 
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(LedgerStore, method, interrupt)
+    monkeypatch.setattr(target, interrupt)
 
 
 def test_ctrl_c_after_the_commit_point_names_what_the_session_committed(
         env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """The store's session says what it committed (no process-wide list to read)."""
-    _ctrl_c_in(monkeypatch, "_collect_garbage")  # runs just after the commit point
+    _ctrl_c_in(monkeypatch, "ascendpatch.store.garbage.collect")  # just after the commit point
     done = cli(env, "--color", "never", "apply")
     assert done.code == 130
     assert done.err == (f"[FAIL] interrupted after the commit point: 2 file(s) in {env['site']} "
@@ -311,7 +311,7 @@ def test_ctrl_c_after_the_commit_point_names_what_the_session_committed(
 def test_ctrl_c_before_the_commit_point_is_rolled_back_even_after_an_earlier_run(
         env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli(env, "apply").code == 0  # a commit by an earlier run in this process
-    _ctrl_c_in(monkeypatch, "_replace")
+    _ctrl_c_in(monkeypatch, "ascendpatch.store.journal.Transaction._replace")
     done = cli(env, "--color", "never", "revert")
     assert done.code == 130
     assert done.err == "[FAIL] interrupted; any change in progress was rolled back\n"
