@@ -6,21 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ascendpatch.manifest.model import Artifact, Manifest
+from ascendpatch.redact import is_secret, shown
 from ascendpatch.results import CheckResult, Level
-
-SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL")
-HIDDEN = "<set, value hidden>"
-
-
-def is_secret(name: str) -> bool:
-    """A name that looks like it holds a credential: its value is never shown, only presence."""
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
-
-
-def shown(name: str, value: str) -> str:
-    """``value`` as messages and --json may show it: masked when ``name`` looks secret."""
-    return HIDDEN if is_secret(name) else value
 
 
 def expected(manifest: Manifest, env: Mapping[str, str]) -> list[CheckResult]:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ascendpatch.deploy.logs import SMOOTHQUANT_MARKER, load_rules, triage
 from ascendpatch.env import inscript
-from ascendpatch.inspect.checks.envvars import is_secret, shown
 from ascendpatch.manifest.model import Artifact
+from ascendpatch.redact import is_secret, shown
 from ascendpatch.results import CheckResult, Level
 
 SCALES_PROBE = r"""
