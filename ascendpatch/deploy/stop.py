@@ -244,6 +244,14 @@ def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = t
     """Stop server ``pid`` and leftovers; ``written``: when the pid file naming it was
     written (a process started later cannot be the one it names)."""
     report = StopReport()
+    problem = procs.namespace_problem()
+    if problem is not None:
+        report.say("FAIL", f"/proc belongs to another PID namespace ({problem}): its PID numbers "
+                           "are not the ones signals reach, so nothing was signalled; run stop "
+                           "inside the server's PID namespace (nsenter --pid --mount, or in the "
+                           "container)")
+        report.refused = True
+        return report
     policy = policy_for_self(force_user)
     touched: set[int] = set()
     server: int | None = None
