@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendpatch.deploy.text import printable
+from ascendpatch.untrusted import load_json
 
 MAX_BODY = 8 * 1024 * 1024
 MAX_REDIRECTS = 5
@@ -193,6 +194,12 @@ def request(endpoint: Endpoint, method: str, path: str, doc: dict[str, Any] | No
     raise SmokeError(f"more than {MAX_REDIRECTS} redirects")
 
 
+def _doc(body: bytes, what: str) -> Any:
+    """The server's JSON, bounded (ascendpatch.untrusted): a hostile answer nested 100,000
+    deep is "not a model list", never a RecursionError."""
+    return load_json(body, what)
+
+
 def models(endpoint: Endpoint, timeout: float) -> tuple[Step, list[str]]:
     url = f"{endpoint.shown()}/v1/models"
     try:
@@ -202,7 +209,7 @@ def models(endpoint: Endpoint, timeout: float) -> tuple[Step, list[str]]:
     if answer.status != 200:
         return Step(False, f"GET {url} answered {answer.status}", answer.seconds), []
     try:
-        ids = [str(m["id"]) for m in json.loads(answer.body)["data"]]
+        ids = [str(m["id"]) for m in _doc(answer.body, "the model list")["data"]]
     except (ValueError, KeyError, TypeError):
         return Step(False, f"GET {url}: not an OpenAI model list", answer.seconds), []
     shown = printable(", ".join(ids)) or "no model"
@@ -268,7 +275,7 @@ def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
         excerpt = printable(answer.body[:200].decode(errors="replace"))
         return Step(False, f"POST /v1/chat/completions: {answer.status}: {excerpt}", took)
     try:
-        text = json.loads(answer.body)["choices"][0]["message"]["content"]
+        text = _doc(answer.body, "the chat answer")["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
         return Step(False, "POST /v1/chat/completions: 200 but no choices in the answer", took)
     return Step(True, f"chat completion with top_p=0.9: 200 in {took * 1000:.0f} ms "
