@@ -371,9 +371,9 @@ def _audit_handler() -> FromArgs:
 
 @Handler
 def _diff_handler() -> FromArgs:
-    from ascendpatch.commands.snapshot import diff_from_args
+    from ascendpatch.commands.diff import from_args
 
-    return diff_from_args
+    return from_args
 
 
 @Handler
@@ -406,7 +406,7 @@ def _smoke_handler() -> FromArgs:
 
 @Handler
 def _check_launch_handler() -> FromArgs:
-    from ascendpatch.commands.launch import from_args
+    from ascendpatch.commands.check_launch import from_args
 
     return from_args
 
@@ -434,14 +434,14 @@ def _port_handler() -> FromArgs:
 
 @Handler
 def _catalog_check_handler() -> FromArgs:
-    from ascendpatch.commands.port import catalog_from_args
+    from ascendpatch.commands.catalog_check import from_args
 
-    return catalog_from_args
+    return from_args
 
 
 @Handler
 def _fleet_report_handler() -> FromArgs:
-    from ascendpatch.commands.fleet import from_args
+    from ascendpatch.commands.fleet_report import from_args
 
     return from_args
 

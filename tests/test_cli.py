@@ -28,8 +28,8 @@ def test_every_command_handler_is_an_object_that_loads_its_function() -> None:
         assert list(inspect.signature(function).parameters) == ["args"], command.name
         loaded[command.name] = f"{function.__module__}:{function.__name__}"
     assert len(set(loaded.values())) == len(cliargs.COMMANDS)  # no two commands share one
-    assert loaded["diff"] == "ascendpatch.commands.snapshot:diff_from_args"
-    assert loaded["catalog-check"] == "ascendpatch.commands.port:catalog_from_args"
+    assert loaded["diff"] == "ascendpatch.commands.diff:from_args"
+    assert loaded["catalog-check"] == "ascendpatch.commands.catalog_check:from_args"
 
 
 def test_version_imports_no_command_module_and_nothing_heavy() -> None:

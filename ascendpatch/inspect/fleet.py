@@ -1,7 +1,7 @@
 """A fleet's drift: many hosts' snapshots against one baseline (given, or the majority).
 
-Pure comparison, no printing and no writing: ``commands/fleet.py`` calls it and the renderers
-(``output.py`` for the terminal, ``fleethtml.py`` for the page) show the result.
+Pure comparison, no printing and no writing: ``commands/fleet_report.py`` calls it and the
+renderers (``output.py`` for the terminal, ``fleethtml.py`` for the page) show the result.
 
 A host is named by its snapshot's file name without ``.json`` (the Ansible role fetches each
 node's snapshot as ``<inventory_hostname>.json``). Each host gets one cell per check:
