@@ -1,6 +1,6 @@
 """The thin CLI: parse arguments, call the command's handler, render, exit.
 
-Argument definitions live in cliargs.py; each command module turns parsed arguments into a call
+Each command module defines its arguments (shared ones: cliargs.py) and turns them into a call
 of its typed ``run`` (``from_args``). This module imports almost nothing at start-up so that
 ``ascendpatch --version`` stays fast, and it is the one error boundary: expected errors exit
 with their code and a one-line message, bugs exit 3 with a log, Ctrl-C exits 130.
@@ -44,7 +44,10 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The whole parser. ``lazy``: a command's own parser is built (its module imported) only
+    when the command is named on the line, which is what main wants; otherwise every
+    command's is built now (completion, tests)."""
     parser = _Parser(prog="ascendpatch",
                      description="Patch and install manager for vllm-ascend environments.")
     parser.add_argument("--version", action="version", version=f"ascendpatch {__version__}")
@@ -53,16 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     cliargs.global_options(common, suppress=True)
     source = _Parser(add_help=False)
     cliargs.source_options(source)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
+                                action=cliargs.Commands)
+    assert isinstance(sub, cliargs.Commands)
     sub.required = True
-    for command in cliargs.COMMANDS:
-        parents = [common, source] if command.source else [common]
-        description, epilog = cliargs.describe(command)
-        child = sub.add_parser(command.name, parents=parents, help=command.help,
-                               description=description, epilog=epilog,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
-        command.configure(child)
-        child.set_defaults(handler=command.handler)
+    sub.expect(cliargs.COMMANDS, common, source)
+    if not lazy:
+        sub.load_all()
     return parser
 
 
@@ -131,7 +131,7 @@ def _main(run: _Run) -> int:
     names = {command.name for command in cliargs.COMMANDS}
     run.command = _Parser.command_hint = next((w for w in run.words if w in names), None)
     run.color = _Parser.color = _given_color(options)
-    args = build_parser().parse_args(run.words)
+    args = build_parser(lazy=True).parse_args(run.words)
     run.command, run.as_json, run.color = args.command, args.json, args.color
     from ascendpatch import output, progress
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import pkgutil
 import signal
 import socket
 import subprocess
@@ -13,23 +14,76 @@ from collections.abc import Iterator
 
 import pytest
 
+import ascendpatch.commands
 from ascendpatch import cliargs
 from tests.kit import REPO, ctrl_c_as_a_terminal_gives_it, run_process
 
 
-def test_every_command_handler_is_an_object_that_loads_its_function() -> None:
-    """The table refers to handler objects (a misspelt one fails when cliargs is imported);
-    loading each imports its command module and finds a typed from_args-style function."""
-    loaded = {}
+def test_every_command_module_declares_its_command() -> None:
+    """The one list of commands is the list of their modules: each module's COMMAND names the
+    command its file name says, and hands the CLI a typed from_args-style function of its own."""
     for command in cliargs.COMMANDS:
-        assert isinstance(command.handler, cliargs.Handler), command.name
-        function = command.handler.load()
-        assert function.__module__.startswith("ascendpatch.commands."), command.name
-        assert list(inspect.signature(function).parameters) == ["args"], command.name
-        loaded[command.name] = f"{function.__module__}:{function.__name__}"
-    assert len(set(loaded.values())) == len(cliargs.COMMANDS)  # no two commands share one
-    assert loaded["diff"] == "ascendpatch.commands.diff:from_args"
-    assert loaded["catalog-check"] == "ascendpatch.commands.catalog_check:from_args"
+        spec = cliargs.load(command)
+        assert spec.name == command.module.replace("_", "-")
+        assert spec.run.__module__ == f"ascendpatch.commands.{command.module}", command.name
+        assert list(inspect.signature(spec.run).parameters) == ["args"], command.name
+
+
+def test_every_module_of_the_commands_package_is_a_command() -> None:
+    """One verb per module: a new module in commands/ is a command in COMMANDS (context.py,
+    what every command needs, is the one exception)."""
+    modules = {info.name for info in pkgutil.iter_modules(ascendpatch.commands.__path__)}
+    assert modules - {"context"} == {command.module for command in cliargs.COMMANDS}
+
+
+def test_a_module_whose_command_is_not_its_own_is_refused(monkeypatch: pytest.MonkeyPatch) \
+        -> None:
+    from ascendpatch.commands import diff
+
+    monkeypatch.setattr(diff, "COMMAND", diff.COMMAND._replace(name="snapshot"))
+    with pytest.raises(TypeError, match="not the CommandSpec of 'diff'"):
+        cliargs.load(cliargs.Command("diff"))
+
+
+def _modules_after(code: str) -> list[str]:
+    """The command modules imported after running ``code`` in a fresh process (context, which
+    is no command, is left out)."""
+    done = subprocess.run([sys.executable, "-c", f"import sys\n{code}\n"
+                           "print(' '.join(sorted(sys.modules)))"],
+                          capture_output=True, text=True, timeout=60, check=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return [m for m in done.stdout.split("\n")[-2].split()
+            if m.startswith("ascendpatch.commands.") and m != "ascendpatch.commands.context"]
+
+
+@pytest.mark.parametrize(("argv", "imported"), [
+    (["--site-packages", "x", "status"], ["ascendpatch.commands.status"]),
+    (["catalog-check", "0.18.0", "--json"], ["ascendpatch.commands.catalog_check"]),
+    (["--json", "check-launch", "--", "vllm", "serve", "status"],
+     ["ascendpatch.commands.check_launch"]),
+])
+def test_parsing_one_command_imports_only_its_module(argv: list[str],
+                                                     imported: list[str]) -> None:
+    code = f"from ascendpatch.cli import build_parser\nbuild_parser(lazy=True).parse_args({argv!r})"
+    assert _modules_after(code) == imported
+
+
+def test_a_command_s_help_imports_only_its_module_and_the_top_help_all() -> None:
+    run = "from ascendpatch.cli import main\ntry:\n    main({!r})\nexcept SystemExit:\n    pass"
+    assert _modules_after(run.format(["apply", "--help"])) == ["ascendpatch.commands.apply"]
+    every = {f"ascendpatch.commands.{c.module}" for c in cliargs.COMMANDS}
+    assert every <= set(_modules_after(run.format(["--help"])))
+
+
+def test_the_top_help_lists_every_command_in_order_whichever_was_loaded_first() -> None:
+    from ascendpatch.cli import build_parser
+
+    eager = build_parser().format_help()
+    lazy = build_parser(lazy=True)
+    lazy.parse_args(["--site-packages", "x", "status"])  # status's parser is built first
+    assert lazy.format_help() == eager
+    (sub,) = [a for a in lazy._actions if isinstance(a, cliargs.Commands)]
+    assert list(sub.choices) == [c.name for c in cliargs.COMMANDS]
 
 
 def test_version_imports_no_command_module_and_nothing_heavy() -> None:

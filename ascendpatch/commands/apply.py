@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 
-from ascendpatch import progress
+from ascendpatch import cliargs, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.engine import execute
@@ -31,3 +31,31 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = Fa
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.ids, dry_run=args.dry_run, force=args.force,
                diff=args.diff)
+
+
+def configure(p: ArgumentParser) -> None:
+    cliargs.ids(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="show what would change; exit 1 if anything would")
+    p.add_argument("--force", action="store_true",
+                   help="drop-in / file / plugin artifacts: replace a file whose content is "
+                        "not a known original (it is backed up first; 'revert' restores it); "
+                        "diff artifacts: complete a partially applied patch. A diff conflict "
+                        "(hunks match neither state) is never forced: reinstall the package or "
+                        "port the patch")
+    p.add_argument("--diff", action="store_true",
+                   help="also print the unified diff of each change (with --dry-run: like "
+                        "Ansible's --check --diff)")
+    cliargs.with_option(p)
+
+
+COMMAND = cliargs.CommandSpec(
+    name="apply",
+    help="apply artifacts (idempotent)",
+    description=("Bring the selected artifacts to their applied state. Idempotent: a second run "
+                 "changes zero bytes. Ends with a recap: ok=N changed=N skipped=N failed=N. "
+                 "Exit 0 when everything is applied, 1 on a conflict or refusal (with "
+                 "--dry-run: 1 when changes are pending)."),
+    example="ascendpatch --python /usr/local/python3.12.13/bin/python3 apply --dry-run --diff",
+    run=from_args, configure=configure,
+)

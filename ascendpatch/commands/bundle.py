@@ -20,10 +20,10 @@ import io
 import re
 import tempfile
 import zipfile
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import catalog
+from ascendpatch import catalog, cliargs
 from ascendpatch.env import pipadapter
 from ascendpatch.env.pipadapter import PipError
 from ascendpatch.errors import InvalidInputError, RefusedError
@@ -147,3 +147,21 @@ def run(folder: Path, platform: str | None = None,
 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.folder, args.platform, args.python_version)
+
+
+def configure(p: ArgumentParser) -> None:
+    cliargs.folder(p)
+    p.add_argument("--platform", metavar="TAG",
+                   help="wheels for another platform, e.g. manylinux2014_aarch64 (binary only)")
+    p.add_argument("--python-version", metavar="X.Y",
+                   help="wheels for another Python version, e.g. 3.11 (binary only)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="bundle",
+    help="build a wheelhouse of ascendpatch for offline hosts",
+    description=("Build a wheelhouse (ascendpatch, its dependencies, pip-tools) for air-gapped "
+                 "hosts; install there with: bash install.sh --wheelhouse DIR."),
+    example="ascendpatch bundle ./wheels",
+    run=from_args, configure=configure,
+)

@@ -4,12 +4,12 @@ against every release (a matrix)."""
 from __future__ import annotations
 
 import os
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 from packaging.version import Version
 
-from ascendpatch import progress
+from ascendpatch import cliargs, progress
 from ascendpatch.commands import context
 from ascendpatch.env import releases
 from ascendpatch.env.pipadapter import Source
@@ -107,3 +107,23 @@ def markdown_table(matrix: dict[str, dict[str, str]]) -> str:
 def from_args(args: Namespace) -> CommandResult:
     return catalog_check(context.manifest_from_args(args), args.versions,
                          context.source_from_args(args), args.markdown, new=args.new)
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("versions", nargs="*", metavar="VERSION",
+                   help="default: every release (wheel or sdist) on the index (or wheelhouse)")
+    p.add_argument("--markdown", type=cliargs.file_in_a_folder, metavar="FILE",
+                   help="also write the matrix as a Markdown table to FILE")
+    p.add_argument("--new", action="store_true",
+                   help="only the releases newer than the catalog, each with a verdict "
+                        "decided by content (a weekly maintainer check)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="catalog-check",
+    help="matrix of diff artifacts x releases",
+    description=("Matrix of every diff artifact against every release with wheels (a table on a "
+                 "terminal, --json, --markdown FILE)."),
+    example="ascendpatch catalog-check 0.18.0 0.23.0",
+    run=from_args, configure=configure, source=True,
+)

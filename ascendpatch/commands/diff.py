@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
+from ascendpatch import cliargs
 from ascendpatch.inspect import snapshot
 from ascendpatch.results import CheckResult, CommandResult, Level
 
@@ -33,3 +34,18 @@ def diff(first: Path, second: Path) -> CommandResult:
 
 def from_args(args: Namespace) -> CommandResult:
     return diff(args.first, args.second)
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("first", type=cliargs.path, metavar="A.json", help="the older snapshot")
+    p.add_argument("second", type=cliargs.path, metavar="B.json", help="the newer snapshot")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="diff",
+    help="compare two snapshots",
+    description=("Compare two snapshots (two nodes, or before/after an image rebuild). Exit 1 "
+                 "when they differ."),
+    example="ascendpatch diff before.json after.json",
+    run=from_args, configure=configure,
+)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import tempfile
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ascendpatch import catalog, progress
+from ascendpatch import catalog, cliargs, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.env import pipadapter, pipdiff, stackcheck
@@ -117,3 +117,18 @@ def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source) -> s
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.output, context.source_from_args(args))
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("-o", "--output", type=cliargs.output_file, required=True, metavar="FILE",
+                   help="where to write the lock ('-' for stdout)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="lock",
+    help="compile the manifest's stack into a hashed lock (pip-tools)",
+    description=("Compile the manifest's stack into a hashed requirements lock with pip-tools, "
+                 "resolved for the target's Python; protected packages stay with the image."),
+    example="ascendpatch --manifest vllm-ascend-0.18.0 lock -o stack.lock",
+    run=from_args, configure=configure, source=True,
+)

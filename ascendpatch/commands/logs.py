@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.deploy.logs import (
     MAX_GROUPS,
@@ -152,3 +153,19 @@ def target_envs_py(args: Namespace) -> Path | None:
 def from_args(args: Namespace) -> CommandResult:
     return run(context.manifest_from_args(args), args.files, tuple(args.with_ids),
                lambda: target_envs_py(args))
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", type=cliargs.path, metavar="FILE",
+                   help="vLLM serve logs (one per TP rank or node)")
+    cliargs.with_option(p, "also require the markers of this optional artifact")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="logs",
+    help="triage serve logs: known-benign, known faults, unknown",
+    description=("Triage vLLM serve logs: known-benign lines (why), known faults (fix), unknown "
+                 "lines for a human, and the markers the manifest requires."),
+    example="ascendpatch logs serve-rank0.log serve-rank1.log",
+    run=from_args, configure=configure,
+)

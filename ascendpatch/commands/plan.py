@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.engine import execute
@@ -21,3 +22,18 @@ def run(ctx: Context, ids: list[str], *, force: bool = False) -> CommandResult:
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.ids)
+
+
+def configure(p: ArgumentParser) -> None:
+    cliargs.ids(p)
+    cliargs.with_option(p)
+
+
+COMMAND = cliargs.CommandSpec(
+    name="plan",
+    help="what apply would do, with diffs",
+    description=("What apply would do, with the unified diff of each change. Exit 1 when "
+                 "changes are pending."),
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python plan",
+    run=from_args, configure=configure,
+)

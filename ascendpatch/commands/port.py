@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 
 from packaging.version import InvalidVersion, Version
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.env.pipadapter import Source
 from ascendpatch.errors import InvalidInputError
@@ -140,3 +141,23 @@ def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, wo
 def from_args(args: Namespace) -> CommandResult:
     return run(context.manifest_from_args(args), args.artifact_id, args.to,
                context.source_from_args(args), start=args.start, write=args.write)
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("artifact_id", metavar="ID", help="a diff artifact of the manifest")
+    p.add_argument("--to", required=True, metavar="VERSION",
+                   help="the vllm-ascend release to port to")
+    p.add_argument("--from", dest="start", metavar="VERSION",
+                   help="the variant to port (default: the one covering --to, else newest)")
+    p.add_argument("--write", action="store_true",
+                   help="write the patch and the manifest variant when every hunk applies")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="port",
+    help="check (and --write) a diff artifact against another release",
+    description=("Check a diff artifact against another vllm-ascend release, hunk by hunk; "
+                 "--write adds the ported variant."),
+    example="ascendpatch port sampler-topk-topp-fallback --to 0.27.1rc1",
+    run=from_args, configure=configure, source=True,
+)

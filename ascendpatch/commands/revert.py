@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 
-from ascendpatch import progress
+from ascendpatch import cliargs, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.engine import revert_all
@@ -28,3 +28,19 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False) -> CommandResult
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.ids, dry_run=args.dry_run)
+
+
+def configure(p: ArgumentParser) -> None:
+    cliargs.ids(p, "artifact ids from the manifest (default: every applied artifact)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="show what would be restored; exit 1 if anything would")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="revert",
+    help="restore the original files",
+    description=("Restore byte-identical originals from backups (or by reversing the patch and "
+                 "checking against the wheel's RECORD). Ends with the same recap as apply."),
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python revert --dry-run",
+    run=from_args, configure=configure,
+)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
@@ -49,3 +50,19 @@ def run(ctx: Context, output: Path, *, all_files: bool = False) -> CommandResult
 def from_args(args: Namespace) -> CommandResult:
     check_output(args.output)  # before the target is inspected
     return run(context.from_args(args), args.output, all_files=args.all_files)
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("-o", "--output", type=cliargs.output_file, required=True, metavar="FILE",
+                   help="where to write the JSON snapshot ('-' for stdout)")
+    p.add_argument("--all-files", action="store_true",
+                   help="hash every installed file, not only the stack's packages")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="snapshot",
+    help="write a JSON record of the target",
+    description="Write a JSON record of the target (distributions, artifact states, hashes).",
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python snapshot -o before.json",
+    run=from_args, configure=configure,
+)

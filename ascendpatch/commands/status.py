@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from dataclasses import replace
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.engine import status_of
@@ -52,3 +53,13 @@ def _optional(ctx: Context, ledger: Ledger, store: LedgerStore) -> list[Artifact
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.ids)
+
+
+COMMAND = cliargs.CommandSpec(
+    name="status",
+    help="each artifact and file's state",
+    description=("Each artifact and file with its state: pristine, applied, partial or "
+                 "conflict. Exit 1 when anything is not in the desired state."),
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python status",
+    run=from_args, configure=cliargs.ids,
+)

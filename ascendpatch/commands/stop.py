@@ -6,9 +6,10 @@ import errno
 import os
 import re
 import stat
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
+from ascendpatch import cliargs
 from ascendpatch.deploy import procs
 from ascendpatch.deploy.stop import PID_MAX_LIMIT, StopReport, stop
 from ascendpatch.errors import InvalidInputError
@@ -130,3 +131,29 @@ def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.pidfile, args.pid, args.grace, args.all_vllm,
                getattr(args, "force_user", False))
+
+
+def configure(p: ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--pidfile", type=cliargs.path, metavar="FILE",
+                       help="a file holding the server's PID")
+    which.add_argument("--pid", type=int, metavar="N", help="the server's PID")
+    p.add_argument("--grace-timeout", "--grace", dest="grace", type=float, default=5.0,
+                   metavar="SECONDS",
+                   help="how long to wait after TERM before KILL (default 5; --grace is an "
+                        "alias)")
+    p.add_argument("--all-vllm", action="store_true",
+                   help="also stop every vLLM process of this user, even with a live parent "
+                        "(default: only the server's own and re-parented ones)")
+    p.add_argument("--force-user", action="store_true",
+                   help="also signal processes of other users (refused by default)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="stop",
+    help="stop a server: TERM its group, wait, KILL, then leftovers",
+    description=("Stop a vLLM server: TERM its process group, wait, KILL, then its leftover "
+                 "EngineCore / Worker processes."),
+    example="ascendpatch stop --pidfile serve.pid",
+    run=from_args, configure=configure,
+)

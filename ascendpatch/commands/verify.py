@@ -4,10 +4,10 @@ fused top-k/top-p operator once on the NPU against the installed fallback."""
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import progress
+from ascendpatch import cliargs, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
@@ -123,3 +123,26 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), no_probes=args.no_probes, serve_log=args.serve_log,
                probe_timeout=args.probe_timeout, device=args.device)
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("--no-probes", action="store_true",
+                   help="skip the operator probes (no subprocess of the target)")
+    p.add_argument("--probe-timeout", type=cliargs.seconds, default=120.0, metavar="SECONDS",
+                   help="how long the operator probe subprocess may run (default 120)")
+    p.add_argument("--device", action="store_true",
+                   help="also run the fused top-k/top-p operator once on the NPU and compare "
+                        "the tokens it keeps with the fallback's")
+    p.add_argument("--serve-log", type=cliargs.path, metavar="FILE",
+                   help="also check a vLLM serve log for the markers the manifest needs")
+    cliargs.with_option(p, "also expect this optional artifact to be applied")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="verify",
+    help="read-only check of pins, patches, dependencies, probes, env",
+    description=("Read-only: stack pins, artifact states, dependency consistency, operator "
+                 "probes, CANN / ATB environment and required env vars. Exit 1 on any [FAIL]."),
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python verify --no-probes",
+    run=from_args, configure=configure,
+)
