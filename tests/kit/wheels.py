@@ -19,6 +19,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from ascendpatch.env.releases import known_releases
 from ascendpatch.hashing import record_text
 
 CACHE = Path(os.environ.get("ASCENDPATCH_TEST_CACHE",
@@ -28,15 +29,15 @@ SAMPLER = "vllm_ascend/sample/sampler.py"
 INDEX = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691, the API pip itself speaks
 
-# The releases the catalog's sampler fix claims, and those it must leave alone.
-AFFECTED = ["0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1", "0.18.0",
-            "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.23.0",
-            "0.24.0rc1", "0.25.1rc1", "0.26.0rc1"]
-UNAFFECTED = ["0.13.0", "0.11.0", "0.12.0rc1", "0.9.1"]
-# Sdist-only on the index: affected, and (0.30) fixed upstream, which the catalog decides by
-# the sampler's content (no variant names them).
-SDIST_AFFECTED = ["0.23.0.post1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1"]
-FIXED_UPSTREAM = ["0.30.0rc1", "0.30.0rc2"]
+# The releases the catalog's sampler fix claims, and those it must leave alone (the one list:
+# ascendpatch/data/releases.yaml). Sdist-only on the index: affected, and (0.30) fixed
+# upstream, which the catalog decides by the sampler's content (no variant names them).
+KNOWN = known_releases()
+AFFECTED = [r.version for r in KNOWN if r.wheel and r.sampler_fix == "applies"]
+UNAFFECTED = [r.version for r in KNOWN if r.wheel and r.sampler_fix == "not needed"]
+SDIST_AFFECTED = [r.version for r in KNOWN if not r.wheel and r.sampler_fix == "applies"]
+FIXED_UPSTREAM = [r.version for r in KNOWN if r.sampler_fix == "not needed (fixed upstream)"]
+SDIST_ONLY = {r.version for r in KNOWN if not r.wheel}
 
 
 def wheel(version: str) -> Path:
