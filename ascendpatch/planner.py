@@ -52,12 +52,8 @@ class ArtifactPlan:
 
 def select(manifest: Manifest, ids: list[str], enabled_extra: tuple[str, ...] = ()) \
         -> list[Artifact]:
-    """The artifacts a command acts on: named ones, else every enabled one (+ --with ones)."""
-    unknown_with = [i for i in enabled_extra if manifest.artifact(i) is None]
-    if unknown_with:
-        optional = ", ".join(a.id for a in manifest.artifacts if not a.enabled) or "none"
-        raise InvalidInputError(f"--with {', '.join(unknown_with)}: no such artifact in manifest "
-                                f"{manifest.name} (optional artifacts: {optional})")
+    """The artifacts a command acts on: named ones, else every enabled one (+ --with ones).
+    The --with ids were checked when the command's context was built (context.check_with)."""
     if ids:
         unknown = [i for i in ids if manifest.artifact(i) is None]
         if unknown:

@@ -91,9 +91,6 @@ def _lines(name: str, result: Triage, rules: list[Rule], required: set[str],
 
 
 def _active(manifest: Manifest, enabled_extra: tuple[str, ...]) -> list[Artifact]:
-    from ascendpatch.planner import select
-
-    select(manifest, [], enabled_extra)  # refuses an unknown --with id (exit 2)
     return [a for a in manifest.artifacts if a.enabled or a.id in enabled_extra]
 
 
@@ -151,8 +148,9 @@ def target_envs_py(args: Namespace) -> Path | None:
 
 
 def from_args(args: Namespace) -> CommandResult:
-    return run(context.manifest_from_args(args), args.files, tuple(args.with_ids),
-               lambda: target_envs_py(args))
+    manifest = context.manifest_from_args(args)
+    context.check_with(manifest, tuple(args.with_ids))  # an unknown --with id: exit 2
+    return run(manifest, args.files, tuple(args.with_ids), lambda: target_envs_py(args))
 
 
 def configure(p: ArgumentParser) -> None:
