@@ -102,6 +102,12 @@ def test_diff_of_two_snapshots(env: dict[str, Path], tmp_path: Path) -> None:
     assert bad.code == 2 and "is not an ascendpatch snapshot" in bad.err
 
 
+def test_a_snapshot_that_is_no_text_is_refused_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_bytes(b"\xff\xfe{}")  # snapshot.load, the one reader
+    run = run_cli("diff", tmp_path / "a.json", tmp_path / "a.json")
+    assert run.code == 2 and "a.json cannot be read" in run.err
+
+
 def test_cached_audit_still_sees_orphans_come_and_go(env: dict[str, Path]) -> None:
     """The orphan walk is cached on folder mtimes: adding or removing a file must show."""
     site = env["site"]
