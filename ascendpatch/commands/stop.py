@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from ascendpatch import cliargs
 from ascendpatch.deploy import procs
 from ascendpatch.deploy.stop import PID_MAX_LIMIT, StopReport, stop
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.results import CheckResult, CommandResult, Level
 
 PIDFILE_MAX = 64  # "4194303\n" with room for whitespace; anything longer is no pid file
@@ -24,7 +24,11 @@ def _read_pidfile(pidfile: Path, force_user: bool = False) -> tuple[str, float]:
     devices, large or binary files, and (unless ``force_user``) files another user owns: pid
     files often live in /tmp, where anyone can plant one. Its content is never echoed."""
     try:
-        fd = os.open(pidfile, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+        handle, info = open_regular(pidfile, follow_links=False)
+    except NotRegularFileError:
+        raise InvalidInputError(f"--pidfile {pidfile} is not a regular file",
+                                fix="point --pidfile at the file the server's PID was "
+                                    "written to") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise InvalidInputError(
@@ -33,20 +37,13 @@ def _read_pidfile(pidfile: Path, force_user: bool = False) -> tuple[str, float]:
                 fix="point --pidfile at the file the server's PID was written to") from None
         raise InvalidInputError(f"--pidfile {pidfile} cannot be read ({exc.strerror})") \
             from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidInputError(f"--pidfile {pidfile} is not a regular file",
-                                    fix="point --pidfile at the file the server's PID was "
-                                        "written to")
+    with handle:
         if info.st_uid not in (0, os.getuid()) and not force_user:
             raise InvalidInputError(
                 f"--pidfile {pidfile} belongs to uid {info.st_uid}, not to you: anyone "
                 "may have written it",
                 fix="if that user's server is really the one to stop, rerun with --force-user")
-        data = os.read(fd, PIDFILE_MAX + 1)
-    finally:
-        os.close(fd)
+        data = handle.read(PIDFILE_MAX + 1)
     if len(data) > PIDFILE_MAX:
         raise InvalidInputError(f"--pidfile {pidfile} is not a pid file (more than "
                                 f"{PIDFILE_MAX} bytes)")

@@ -12,9 +12,7 @@ read: a FIFO or a device such as /dev/zero is refused before anything is read.
 from __future__ import annotations
 
 import ast
-import os
 import re
-import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -25,6 +23,7 @@ import yaml
 
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.paths import NotRegularFileError, open_regular
 
 MAX_LINE = 64 * 1024
 MAX_GROUPS = 1000
@@ -224,20 +223,16 @@ def stream_lines(path: Path) -> Iterator[str]:
     MAX_LINE is cut there."""
     shown = printable(str(path))  # file names are anyone's choice on a shared host
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        handle, info = open_regular(path)
     except OSError as exc:
         raise InvalidInputError(f"log {shown} cannot be read ({exc.strerror})") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        what = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
-                stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
-        raise InvalidInputError(f"log {shown} is {what}, not a regular file: refusing to read it",
+    except NotRegularFileError as exc:
+        raise InvalidInputError(f"log {shown} is {exc.what}, not a regular file: refusing to "
+                                "read it",
                                 fix="save the log to a file first (vllm serve ... > serve.log "
-                                    "2>&1) and triage that file")
-    os.set_blocking(fd, True)
-    left = os.fstat(fd).st_size  # a live log keeps growing: read what it held when opened
-    with os.fdopen(fd, "rb") as handle:
+                                    "2>&1) and triage that file") from None
+    left = info.st_size  # a live log keeps growing: read what it held when opened
+    with handle:
         while left > 0:
             chunk = handle.readline(min(MAX_LINE, left))
             if not chunk:

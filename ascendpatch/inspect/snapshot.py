@@ -16,6 +16,7 @@ from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.audit import StatCache, hash_files
 from ascendpatch.manifest.model import Manifest
+from ascendpatch.paths import NotRegularFileError, open_regular
 
 SNAPSHOT_KIND = "ascendpatch-snapshot"
 SNAPSHOT_FORMAT = 1
@@ -100,8 +101,10 @@ def load(path: Path, wording: Wording = DIFF_WORDING) -> dict[str, Any]:
     """The snapshot document in ``path``, checked to be one of the format this version reads:
     the one reader of snapshot files (diff, audit --baseline, fleet)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        handle, _info = open_regular(path)  # a FIFO named as a snapshot must not hang diff
+        with handle:
+            text = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError, NotRegularFileError) as exc:
         raise InvalidInputError(wording.unreadable.format(path=path, exc=exc)) from None
     try:
         doc = json.loads(text)

@@ -21,8 +21,6 @@ Glossary (each word means one thing):
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -33,6 +31,7 @@ from ascendpatch.errors import InvalidInputError, RefusedError, UnsafePathError
 from ascendpatch.filestate import FileState
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
+from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.store.ledger import STATE_DIR
 from ascendpatch.store.root import Root
 
@@ -101,20 +100,16 @@ def read_target_file(path: Path, artifact: Artifact) -> bytes | None:
     ``artifact`` expects a file is refused: opening it without O_NONBLOCK would hang every
     command."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        handle, _info = open_regular(path)
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        fd = None
-    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
-        if fd is not None:
-            os.close(fd)
+    except (IsADirectoryError, NotRegularFileError):
         raise RefusedError(
             f"artifact {artifact.id}: {path} is not a regular file (a folder, FIFO "
             "or device); nothing was changed",
             fix=f"move it aside (mv {path} {path}.bad) and reinstall the package that "
-                "ships it")
-    with os.fdopen(fd, "rb") as handle:
+                "ships it") from None
+    with handle:
         return handle.read()
 
 
