@@ -109,7 +109,7 @@ def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = 
         raise InvalidInputError("--grace must be 0 or more seconds")
     target, written = _pid(pidfile, pid, force_user)
     report = stop(target, grace, everything=everything, force_user=force_user, written=written)
-    results = [CheckResult(f"stop:{i}", "stop", Level(level), text)
+    results = [CheckResult(f"stop:{i}", "stop", level, text)
                for i, (level, text) in enumerate(report.events)]
     if report.refused:
         return CommandResult("stop", tuple(results))
