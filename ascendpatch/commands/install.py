@@ -106,7 +106,7 @@ def _resolve(ctx: Context, steps: Sequence[pipdiff.PipStep], source: Source) \
 
 
 def _change_data(change: pipdiff.PackageChange) -> dict[str, object]:
-    return {"package": change.name, "action": change.action, "installed": change.old,
+    return {"package": change.name, "action": change.action.value, "installed": change.old,
             "new": change.new}
 
 
