@@ -5,7 +5,7 @@ The target is a real venv with the cached vllm wheel's package (linked) and dist
 in its site-packages, and its few Python dependencies and this interpreter's CPU torch through
 a ``.pth`` file. The adapter declares a
 new architecture and one vLLM already ships (Qwen2VLForConditionalGeneration, a multimodal
-class like the placeholder fix of field note 003 pitfall 5): both must resolve to the adapter's
+class, as a fixed multimodal placeholder would replace): both must resolve to the adapter's
 own ``module:Class``, the override is announced once, and ``verify`` tells a registry that
 resolves the shipped name elsewhere from one that resolves it to the adapter.
 """

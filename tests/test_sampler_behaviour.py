@@ -2,7 +2,7 @@
 
 The upstream file of each release (from its real wheel, or its sdist for the sdist-only ones)
 and the same file after our patch run on CPU torch in tests/kit/sampler_harness.py, next to the
-real vllm 0.22.1 wheel (the vLLM of field note 003; tests/kit/realvllm.py), whose
+real vllm 0.22.1 wheel (the vLLM of the muse-glimmer-w8a8 stack; tests/kit/realvllm.py), whose
 ``apply_top_k_top_p`` is the reference for the token set the fused operator keeps. Only the NPU
 operator is a stand-in, in five behaviours: present, loaded lazily, missing, raising at every
 call, raising only for k > 1024. Reduce-sample mode runs under TP=2

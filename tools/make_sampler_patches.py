@@ -12,7 +12,7 @@ variants. Every
 patch is written by ascendpatch.patchfile.diffwrite, which checks it with the engine: applied to the
 upstream file it gives the guarded file byte for byte.
 
-The fix (field note 003 pitfall 1, vllm-project/vllm-ascend#11999; issue 16): every call of
+The fix (vllm-project/vllm-ascend#11999; issue 16): every call of
 the fused NPU operator goes through a guard that runs the operator while it works and, once it
 is missing or raises, vLLM's apply_top_k_top_p algorithm (see the template's README).
 """

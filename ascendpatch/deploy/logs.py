@@ -33,7 +33,7 @@ _TP_SIZE = re.compile(r"tensor_parallel_size=(\d+)")
 _DIGITS = re.compile(r"\d+")
 _ASCEND_ENV = re.compile(r"VLLM_ASCEND_\w+")
 
-# The line the SmoothQuant drop-in logs on every tensor-parallel rank (field note 003).
+# The line the SmoothQuant drop-in logs on every tensor-parallel rank.
 SMOOTHQUANT_MARKER: dict[str, Any] = {
     "id": "smoothquant-scales", "class": "marker", "per_rank": True,
     "pattern": r"\[smooth-w8a8\] loaded (?P<count>\d+) smooth scale vectors",

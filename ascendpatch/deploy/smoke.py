@@ -1,5 +1,6 @@
 """Endpoint smoke test: GET /v1/models, then one short chat completion with top_p=0.9 (the
-request that used to kill EngineCore, field note 003 pitfall 1). Standard library HTTP only.
+request that killed EngineCore when the fused top-k/top-p operator was missing,
+vllm-project/vllm-ascend#11999). Standard library HTTP only.
 
 The server is untrusted: an answer larger than ``MAX_BODY`` is refused, ``timeout`` bounds each
 whole request (connect, headers and body: a server dripping one byte a second is cut off at the
@@ -219,7 +220,8 @@ def models(endpoint: Endpoint, timeout: float) -> tuple[Step, list[str]]:
 
 def wait_ready(endpoint: Endpoint, seconds: float, timeout: float,
                sleep: Callable[[float], None] = time.sleep) -> Step:
-    """Poll GET /v1/models until it answers 200 (what field note 000 §4.1's loop does)."""
+    """Poll GET /v1/models until it answers 200 (the readiness check of a serving script:
+    the server loads its weights before it listens)."""
     start = time.monotonic()
     deadline = start + seconds
     tries = 0

@@ -1,4 +1,4 @@
-"""Stop a vLLM server safely (field note 003 pitfall 2; vllm-ascend #9888; vLLM #55510).
+"""Stop a vLLM server safely (leftover workers keep NPU memory: vllm-ascend #9888; vLLM #55510).
 
 What belongs to the server: its descendants, its session when it leads one, its process group
 when it leads one. Never PID 1, never this process or its ancestors, never another user's

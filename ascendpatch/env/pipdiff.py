@@ -1,7 +1,7 @@
 """pip's report diffed against the target, and the InstallPlan built from it (pure).
 
 pip's ``--dry-run --report`` lists only what it would install; the replacements come from
-diffing that list against what the target has (anchors-patching.md, B2). :func:`plan` turns
+diffing that list against what the target has. :func:`plan` turns
 the reports of an install's pip steps into one frozen :class:`InstallPlan`: every change, the
 protected packages it would touch (each with the requirement chain that pulls it in, and so
 the reason it is refused), what the ``--no-deps`` packages would leave unmet, and the

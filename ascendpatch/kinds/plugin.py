@@ -4,7 +4,7 @@ vLLM's out-of-tree mechanism: an entry point in the ``vllm.general_plugins`` gro
 every vLLM process (API server, EngineCore, workers), whose ``register()`` lazily registers the
 architectures (``ModelRegistry.register_model(arch, "module:Class")``) so that no model code is
 imported at start-up. It always registers, also over a class vLLM ships: an adapter may exist
-to replace one (field note 003 pitfall 5, the multimodal placeholder fix), and it says once per
+to replace one (a fixed multimodal placeholder, for instance), and it says once per
 process which built-in class it overrides. Because it is a distribution of its own, reinstalling
 vllm does not remove it; an image rebuild does, and `verify` notices.
 

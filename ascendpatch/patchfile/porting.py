@@ -1,7 +1,7 @@
 """Port a diff artifact to a release: per hunk, does it apply exactly, at an offset, is it
 already present upstream (obsolete for that release), or does it conflict (with the nearest
-code)? This tells "retire the patch" apart from "port it" (anchors-patching.md gap 9,
-Spack #41447)."""
+code)? This tells "retire the patch" apart from "port it" (a distinction patch-carrying
+package managers lack, e.g. Spack #41447)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The CANN / ATB environment, read from this process's environment without importing anything.
 
-Field note 003 pitfall 3: without the toolkit's and ATB's set_env.sh, `import torch_npu` fails on
-libhccl.so and EngineCore on libatb.so.
+Without the toolkit's and ATB's set_env.sh, `import torch_npu` fails on libhccl.so and
+EngineCore on libatb.so.
 """
 
 from __future__ import annotations

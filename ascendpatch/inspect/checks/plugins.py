@@ -1,8 +1,8 @@
 """Model adapters: after loading vLLM's general plugins in the target, does vLLM's
 ``ModelRegistry`` resolve every declared architecture to the adapter's own ``module:Class``?
 Only the name being known is not enough: vLLM ships classes under many architecture names, and
-an adapter that means to replace one (field note 003 pitfall 5) must win. One subprocess of the
-target."""
+an adapter that means to replace one (a fixed multimodal placeholder) must win. One subprocess
+of the target."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Which operators are probed depends on the installed vllm-ascend version (OPERATORS). An import
 failure is turned into its cause and fix: libhccl.so / libatb.so not found means the CANN / ATB
-set_env.sh was not sourced (field note 003 pitfall 3); a torch / torch_npu pair that does not
+set_env.sh was not sourced (see checks/cann.py); a torch / torch_npu pair that does not
 match is named.
 """
 

@@ -1,4 +1,4 @@
-"""SmoothQuant: both halves or neither (field note 003, pitfall 8).
+"""SmoothQuant: both halves or neither.
 
 weights_smooth/ holds weights pre-divided by the smooth scales. Answers are right only when the
 w8a8 drop-in is installed AND VLLM_ASCEND_SMOOTH_SCALES names the scales file. With one half
