@@ -59,3 +59,9 @@ def test_readme_prose_counts_the_affected_releases() -> None:
     assert f"(fixed upstream)\" ({fixed})" in prose
     patches = sorted((REPO / "patches" / "vllm-ascend" / FIX).glob("*.patch"))
     assert f"{len(patches)} patches for the" in prose
+
+
+def test_each_sampler_patch_is_named_after_a_release_it_fixes() -> None:
+    own = {r.version for r in KNOWN if r.sampler_fix == "applies" and r.sampler_as is None}
+    patches = {p.stem for p in (REPO / "patches" / "vllm-ascend" / FIX).glob("*.patch")}
+    assert patches <= own

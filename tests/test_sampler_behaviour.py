@@ -115,6 +115,11 @@ def tensor_parallel(files: dict[str, dict[str, str]],
     return result
 
 
+def test_every_patch_file_is_exercised() -> None:
+    """A new patch (a new release's sampler) without a FAMILIES entry would go untested."""
+    assert set(FAMILIES) == {p.stem for p in PATCHES.glob("*.patch")}
+
+
 @pytest.mark.parametrize("version", list(FAMILIES))
 def test_fallback_keeps_exactly_vllms_token_set(observed: dict[str, Any], version: str) -> None:
     """Random rows, and k = vocab, k = 1, p = 1, p near 0, ties, rows with no k or no p, with
