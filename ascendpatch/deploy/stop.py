@@ -247,10 +247,10 @@ def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = t
     report = StopReport()
     problem = procs.namespace_problem()
     if problem is not None:
-        report.say("FAIL", f"/proc belongs to another PID namespace ({problem}): its PID numbers "
-                           "are not the ones signals reach, so nothing was signalled; run stop "
-                           "inside the server's PID namespace (nsenter --pid --mount, or in the "
-                           "container)")
+        report.say(Level.FAIL, f"/proc belongs to another PID namespace ({problem}): its PID "
+                               "numbers are not the ones signals reach, so nothing was "
+                               "signalled; run stop inside the server's PID namespace (nsenter "
+                               "--pid --mount, or in the container)")
         report.refused = True
         return report
     policy = policy_for_self(force_user)
