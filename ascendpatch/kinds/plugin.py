@@ -14,10 +14,13 @@ Files (all new, written through the transaction, removed by revert with no empty
 
 from __future__ import annotations
 
+import ast
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ascendpatch.env import inscript
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import record_text
@@ -27,7 +30,10 @@ from ascendpatch.manifest import schema as s
 PLUGIN_GROUP = "vllm.general_plugins"
 _MODULE = r"[A-Za-z_][A-Za-z0-9_]*"
 
-REGISTER = '''"""vLLM general plugin written by ascendpatch (artifact {aid}).
+# The register() module of a plugin, around _describe() (copied from the bundled registry
+# probe, env/_registry.py, so that the plugin and verify name a registry entry the same way).
+# Its bytes are those of plugins already installed: a change makes them all differ.
+_REGISTER_HEAD = '''"""vLLM general plugin written by ascendpatch (artifact {aid}).
 
 register() runs in every vLLM process; it registers the architectures lazily ("module:Class"),
 so the adapter is imported only when a model of that architecture is loaded. It always
@@ -41,14 +47,8 @@ ARCHITECTURES = {archs!r}
 _ANNOUNCED = set()
 
 
-def _describe(entry):
-    """'module:Class' of a ModelRegistry entry (lazy or imported)."""
-    if getattr(entry, "module_name", None):
-        return "%s:%s" % (entry.module_name, entry.class_name)
-    cls = getattr(entry, "model_cls", None)
-    if cls is not None:
-        return "%s:%s" % (cls.__module__, cls.__qualname__)
-    return str(entry)
+'''
+_REGISTER_BODY = '''
 
 
 def register():
@@ -67,6 +67,23 @@ def register():
                     "registering %s in its place", arch, previous, target)
         ModelRegistry.register_model(arch, target)
 '''
+
+
+@lru_cache(maxsize=1)
+def describe_source() -> str:
+    """The source of ``_describe()`` as the bundled registry probe defines it."""
+    script = inscript.bundled("_registry.py")
+    node = next(n for n in ast.parse(script).body
+                if isinstance(n, ast.FunctionDef) and n.name == "_describe")
+    source = ast.get_source_segment(script, node)
+    assert source is not None
+    return source
+
+
+def register_module(artifact_id: str, targets: dict[str, str]) -> str:
+    """The plugin's register() module: ``targets`` maps architecture -> ``module:Class``."""
+    return (_REGISTER_HEAD.format(aid=artifact_id, archs=targets) + describe_source()
+            + _REGISTER_BODY.format(aid=artifact_id))
 
 
 def slug(artifact_id: str) -> str:
@@ -102,8 +119,7 @@ def plugin_layout(site: ArtifactSite) -> dict[str, bytes]:
     dist_info = f"ascendpatch_plugin_{name}-1.0.dist-info"
     files = {
         f"{module}.py": read_source(site),
-        f"ascendpatch_plugin_{name}.py": REGISTER.format(aid=site.artifact.id,
-                                                         archs=targets).encode(),
+        f"ascendpatch_plugin_{name}.py": register_module(site.artifact.id, targets).encode(),
         f"{dist_info}/METADATA": (
             "Metadata-Version: 2.1\n"
             f"Name: ascendpatch-plugin-{name.replace('_', '-')}\nVersion: 1.0\n"

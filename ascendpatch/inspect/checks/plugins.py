@@ -15,34 +15,6 @@ from ascendpatch.kinds.plugin import plugin_module, plugin_targets
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level
 
-REGISTRY_PROBE = """
-import json, os, sys
-if sys.argv[1]:
-    os.environ["VLLM_PLUGINS"] = sys.argv[1]
-wanted = json.loads(sys.argv[2])
-
-
-def describe(entry):
-    if getattr(entry, "module_name", None):
-        return "%s:%s" % (entry.module_name, entry.class_name)
-    cls = getattr(entry, "model_cls", None)
-    if cls is not None:
-        return "%s:%s" % (cls.__module__, cls.__qualname__)
-    return str(entry)
-
-
-try:
-    from vllm.plugins import load_general_plugins
-    load_general_plugins()
-    from vllm import ModelRegistry
-    models = getattr(ModelRegistry, "models", None)
-    if not isinstance(models, dict):
-        models = {a: "(unknown class)" for a in ModelRegistry.get_supported_archs()}
-    print(json.dumps({"resolved": {a: describe(models[a]) for a in wanted if a in models}}))
-except BaseException as exc:
-    print(json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}))
-"""
-
 
 def expected_targets(artifact: Artifact) -> dict[str, str]:
     """Architecture -> ``module:Class`` the adapter's plugin registers."""
@@ -62,8 +34,8 @@ def check(python: Path, artifacts: Sequence[Artifact], npu_stack: bool,
     names = "" if npu_stack else ",".join(a.id for a in plugins)
     wanted = sorted({arch for a in plugins for arch in expected_targets(a)})
     try:
-        doc = inscript.run_json(python, REGISTRY_PROBE, [names, json.dumps(wanted)], timeout,
-                                env)
+        doc = inscript.run_json(python, inscript.bundled("_registry.py"),
+                                [names, json.dumps(wanted)], timeout, env)
     except inscript.ScriptError as exc:
         return [CheckResult("plugins", "plugin", Level.FAIL,
                             f"the vLLM plugin registry probe failed: {exc}")]
