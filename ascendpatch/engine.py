@@ -11,9 +11,9 @@ from pathlib import Path
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_optional
 from ascendpatch.kinds import KINDS
-from ascendpatch.kinds.base import ArtifactSite, FileFinding
+from ascendpatch.kinds.base import ArtifactSite, FileFinding, Skip
 from ascendpatch.manifest.model import Artifact
-from ascendpatch.planner import ArtifactPlan, Skip, evaluate
+from ascendpatch.planner import ArtifactPlan, evaluate
 from ascendpatch.results import ArtifactResult, FileChange, FileResult, Level, Status
 from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
 

@@ -15,6 +15,7 @@ from ascendpatch.env import releases
 from ascendpatch.env.pipadapter import Source
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.portcheck import LEVEL, patch_loader, release_reader, verdicts
+from ascendpatch.kinds.diff import by_content
 from ascendpatch.manifest.model import Artifact, Manifest, version_in
 from ascendpatch.patchfile import porting
 from ascendpatch.results import CheckResult, CommandResult, Level
@@ -75,8 +76,8 @@ def _cell(artifact: Artifact, version: str, source: Source, env: dict[str, str])
         return "not needed", Level.OK
     covering = artifact.variant_for(parsed)
     if covering is None and artifact.needed_if is not None:
-        verdict = porting.by_content(artifact, release_reader(artifact, version, source),
-                                     patch_loader(artifact, env))
+        verdict = by_content(artifact, release_reader(artifact, version, source),
+                             patch_loader(artifact, env))
         return _CONTENT_CELL[verdict.word]
     found, _files = verdicts(artifact, covering or artifact.variants[-1], version, source, env)
     word = porting.summary(found)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ascendpatch.env import releases
 from ascendpatch.env.pipadapter import Source
-from ascendpatch.kinds.diff import load_patch
+from ascendpatch.kinds.diff import Loader, load_patch
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.patchfile import porting
@@ -44,7 +44,7 @@ def release_reader(artifact: Artifact, version: str, source: Source) -> porting.
     return read
 
 
-def patch_loader(artifact: Artifact, env: dict[str, str]) -> porting.Loader:
+def patch_loader(artifact: Artifact, env: dict[str, str]) -> Loader:
     def load(variant: Variant) -> tuple[FilePatch, ...]:
         assert variant.source is not None
         return load_patch(resolve_source(artifact, variant.source, env))

@@ -19,7 +19,4 @@ KINDS: dict[str, Kind] = {
     "env-file": EnvFileKind(),
 }
 
-# Kinds that manifests may declare but this version cannot act on yet: reported as skipped.
-PLANNED_KINDS: dict[str, str] = {}
-
-KIND_NAMES = frozenset(KINDS) | frozenset(PLANNED_KINDS)
+KIND_NAMES = frozenset(KINDS)

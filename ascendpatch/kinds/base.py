@@ -15,6 +15,7 @@ Glossary (each word means one thing):
 * ``FileState``: pristine / applied / partial / conflict, for a hunk, a file or an artifact
   (:mod:`ascendpatch.filestate`; ``FileState.combine`` folds files into an artifact's state).
 * ``ArtifactPlan`` (:mod:`ascendpatch.planner`): one artifact's findings, or why it is skipped.
+* ``Skip``: why an artifact does not act on a target, with its level and fix.
 * ``Context`` (:mod:`ascendpatch.commands.context`, variable ``ctx``): what a *command* needs:
   target, manifest, environment, lock settings.
 """
@@ -27,11 +28,12 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from ascendpatch.env.target import Distribution
-from ascendpatch.errors import InvalidInputError, RefusedError, UnsafePathError
+from ascendpatch.errors import AscendpatchError, InvalidInputError, RefusedError, UnsafePathError
 from ascendpatch.filestate import FileState
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.results import Level
 from ascendpatch.store.ledger import STATE_DIR
 from ascendpatch.store.root import Root
 
@@ -47,6 +49,20 @@ class Content:
 
 
 UNKNOWN = Content(None, known=False)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why an artifact does not act on this target (no variant, not installed, not needed)."""
+
+    reason: str
+    level: Level = Level.SKIP
+    fix: str = ""  # what the user can do about it, as data (output.py words it)
+
+    @classmethod
+    def from_error(cls, exc: AscendpatchError) -> Skip:
+        """An input this artifact needs is missing (e.g. ${MODEL_DIR} unset): a warning."""
+        return cls(exc.message, Level.WARN, exc.fix or "")
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,11 @@ class Kind(Protocol):
         cache, ``${MODEL_DIR}``); None: the target's own folder. Raise InvalidInputError when
         it cannot be known (an unset variable). Writes nothing."""
 
+    def choose_variant(self, artifact: Artifact, dist: Distribution,
+                       env: Mapping[str, str]) -> Variant | Skip | None:
+        """The variant that acts on the installed ``dist``, or why the artifact does not
+        apply to it (a Skip); None: no variant covers that release. Writes nothing."""
+
     def prepare(self, site: ArtifactSite) -> None:
         """Validate sources and target paths; raise InvalidInputError. Writes nothing."""
 
@@ -150,6 +171,12 @@ class BaseKind:
 
     def root_for(self, artifact: Artifact, env: Mapping[str, str]) -> Path | None:
         return None
+
+    def choose_variant(self, artifact: Artifact, dist: Distribution,
+                       env: Mapping[str, str]) -> Variant | Skip | None:
+        """By version: the first variant whose ``versions`` cover the installed release."""
+        version = dist.parsed_version
+        return artifact.variant_for(version) if version is not None else None
 
     def prepare(self, site: ArtifactSite) -> None:
         pass
