@@ -5,8 +5,9 @@
 - A command module uses the core and ``commands.context``, never another verb's internals.
 - rich is imported by the renderer only.
 - patchfile/ (diffs and bytes) never imports what sits above it: manifests, kinds, the planner.
-- Generic code (the planner, the engine) never imports a concrete kind: it reaches every kind
-  through ``kinds.KINDS`` and the Kind protocol, so what one kind knows stays in its module.
+- Generic code (the planner, the engine, verify and its checks) never imports a concrete kind:
+  it reaches every kind through ``kinds.KINDS`` and the Kind protocol (a kind's own checks
+  come from ``Kind.checks``), so what one kind knows stays in its module.
 - The README's Layout section names every package and every top-level module, and nothing else.
 """
 
@@ -89,7 +90,8 @@ def test_the_patch_layer_never_imports_manifests_or_kinds() -> None:
 
 CONCRETE_KINDS = {f"ascendpatch.kinds.{p.stem}" for p in (PACKAGE / "kinds").glob("*.py")
                   if p.stem not in {"__init__", "base"}}
-GENERIC = {"ascendpatch.planner", "ascendpatch.engine"}
+GENERIC = {"ascendpatch.planner", "ascendpatch.engine", "ascendpatch.commands.verify"} | {
+    f"ascendpatch.inspect.checks.{p.stem}" for p in (PACKAGE / "inspect/checks").glob("*.py")}
 
 
 def test_generic_code_never_imports_a_concrete_kind() -> None:

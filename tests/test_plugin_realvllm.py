@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from ascendpatch.inspect.checks import plugins
+from ascendpatch.kinds.plugin import adapter
 from ascendpatch.manifest import loader
 from ascendpatch.results import Level
 from tests.kit import realvllm, run_cli, wheels, write_manifest
@@ -154,7 +155,8 @@ def test_verify_fails_when_another_class_wins(world: dict[str, Path]) -> None:
     assert artifact is not None
     env = {**os.environ}
     env.pop("VLLM_PLUGINS")  # what vLLM loads on an NPU host: every plugin
-    results = {r.id: r for r in plugins.check(world["python"], [artifact], True, env)}
+    results = {r.id: r for r in plugins.check(world["python"], [adapter(artifact)], True,
+                                                env)}
     shipped = results[f"plugin:{SHIPPED_ARCH}"]
     assert shipped.level is Level.FAIL
     assert shipped.message.startswith(f"vLLM's ModelRegistry resolves {SHIPPED_ARCH} to "

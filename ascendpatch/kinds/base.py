@@ -22,10 +22,10 @@ Glossary (each word means one thing):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ascendpatch.env.target import Distribution
 from ascendpatch.errors import AscendpatchError, InvalidInputError, RefusedError, UnsafePathError
@@ -36,6 +36,9 @@ from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.results import Level
 from ascendpatch.store.ledger import STATE_DIR
 from ascendpatch.store.root import Root
+
+if TYPE_CHECKING:
+    from ascendpatch.inspect.checks.base import Check
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,10 @@ class Kind(Protocol):
         """The variant that acts on the installed ``dist``, or why the artifact does not
         apply to it (a Skip); None: no variant covers that release. Writes nothing."""
 
+    def checks(self, artifacts: Sequence[Artifact]) -> Sequence[Check]:
+        """What ``verify`` checks for this kind's ``artifacts`` of the manifest (in manifest
+        order) beyond the state of their files: items of verify's check registry."""
+
     def prepare(self, site: ArtifactSite) -> None:
         """Validate sources and target paths; raise InvalidInputError. Writes nothing."""
 
@@ -177,6 +184,9 @@ class BaseKind:
         """By version: the first variant whose ``versions`` cover the installed release."""
         version = dist.parsed_version
         return artifact.variant_for(version) if version is not None else None
+
+    def checks(self, artifacts: Sequence[Artifact]) -> Sequence[Check]:
+        return ()  # the state of the artifact's files (verify's artifact check) is all
 
     def prepare(self, site: ArtifactSite) -> None:
         pass

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,11 @@ from ascendpatch.env import inscript
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import record_text
+from ascendpatch.inspect.checks.base import Check
+from ascendpatch.inspect.checks.plugins import Adapter, RegistryCheck
 from ascendpatch.kinds.base import ArtifactSite, BaseKind, Content, FileFinding, read_source
 from ascendpatch.manifest import schema as s
+from ascendpatch.manifest.model import Artifact
 
 PLUGIN_GROUP = "vllm.general_plugins"
 _MODULE = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -102,6 +106,13 @@ def plugin_targets(options: dict[str, Any], module: str) -> dict[str, str]:
     return {arch: f"{module}:{classes.get(arch, arch)}" for arch in archs}
 
 
+def adapter(artifact: Artifact) -> Adapter:
+    """The artifact with what its plugin registers, for verify's registry check."""
+    source = next((v.source for v in artifact.variants if v.source), None)
+    return Adapter(artifact, plugin_targets(artifact.options, plugin_module(artifact.options,
+                                                                              source)))
+
+
 def plugin_layout(site: ArtifactSite) -> dict[str, bytes]:
     """Every file of the plugin distribution, relative to site-packages, with its content."""
     options: dict[str, Any] = site.artifact.options
@@ -141,6 +152,10 @@ class PluginKind(BaseKind):
         "classes": s.MapOf(s.Str()),  # architecture -> class name, when it differs
         "module": s.Str(pattern=_MODULE, what="a Python module name"),  # default: source stem
     }, frozenset({"architectures"}))
+
+    def checks(self, artifacts: Sequence[Artifact]) -> Sequence[Check]:
+        """vLLM's ModelRegistry resolves each architecture to the adapter's own class."""
+        return (RegistryCheck(tuple(adapter(a) for a in artifacts)),) if artifacts else ()
 
     def prepare(self, site: ArtifactSite) -> None:
         for rel in plugin_layout(site):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Artifact, Manifest
 from ascendpatch.redact import is_secret, shown
 from ascendpatch.results import CheckResult, Level
@@ -51,3 +52,24 @@ def required(artifacts: Sequence[Artifact], env: Mapping[str, str]) -> list[Chec
                 results.append(CheckResult(cid, "env", Level.OK,
                                            f"{name}={shown(name, value)}"))
     return results
+
+
+class ExpectedEnvCheck:
+    """The manifest's ``env:``, in the environment of this host's shell."""
+
+    name = "env"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        return expected(ctx.manifest, ctx.env) if ctx.target.python is not None else []
+
+
+class RequiredEnvCheck:
+    """``requires_env`` of the artifacts in play: enabled (or --with), or in place."""
+
+    name = "requires_env"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        if ctx.target.python is None:
+            return []
+        in_play = [a for a in ctx.manifest.artifacts if ctx.enabled(a) or a.id in ctx.applied]
+        return required(in_play, ctx.env)
