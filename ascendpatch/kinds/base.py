@@ -4,7 +4,9 @@ A kind only *reads*: it looks at the target's current files and says, per file, 
 it is in, what the file should hold once applied (``desired``) and what it held before
 (``original``), where it can know. The engine decides what to write and does it through
 :mod:`ascendpatch.store`. Adding a kind = one module with a :class:`BaseKind` subclass + one
-line in ``kinds/__init__.py``.
+line in ``kinds/__init__.py`` (+ ``python tools/make_schemas.py``, which lists it in the
+manifest schema). What only that kind knows stays in its module: how it picks a variant
+(``choose_variant``) and what ``verify`` checks for it beyond its files (``checks``).
 
 Glossary (each word means one thing):
 
@@ -52,20 +54,6 @@ class Content:
 
 
 UNKNOWN = Content(None, known=False)
-
-
-@dataclass(frozen=True)
-class Skip:
-    """Why an artifact does not act on this target (no variant, not installed, not needed)."""
-
-    reason: str
-    level: Level = Level.SKIP
-    fix: str = ""  # what the user can do about it, as data (output.py words it)
-
-    @classmethod
-    def from_error(cls, exc: AscendpatchError) -> Skip:
-        """An input this artifact needs is missing (e.g. ${MODEL_DIR} unset): a warning."""
-        return cls(exc.message, Level.WARN, exc.fix or "")
 
 
 @dataclass(frozen=True)
@@ -130,6 +118,20 @@ def read_target_file(path: Path, artifact: Artifact) -> bytes | None:
                 "ships it") from None
     with handle:
         return handle.read()
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why an artifact does not act on this target (no variant, not installed, not needed)."""
+
+    reason: str
+    level: Level = Level.SKIP
+    fix: str = ""  # what the user can do about it, as data (output.py words it)
+
+    @classmethod
+    def from_error(cls, exc: AscendpatchError) -> Skip:
+        """An input this artifact needs is missing (e.g. ${MODEL_DIR} unset): a warning."""
+        return cls(exc.message, Level.WARN, exc.fix or "")
 
 
 class Kind(Protocol):
