@@ -241,6 +241,19 @@ def test_an_unreadable_line_elsewhere_refuses_the_file(tmp_path: Path, site: Pat
     assert env_file.read_bytes() == before
 
 
+def test_an_empty_value_before_a_comment_keeps_the_comment_a_comment(
+        tmp_path: Path, site: Path, model: Path) -> None:
+    """`KEY= # note` is an empty value and a comment; setting it must not glue the two
+    (`KEY=1#` reads "1#"). Found by the property test below."""
+    env_file = model / "serve.env"
+    env_file.write_bytes(b"VLLM_USE_V1= # set by the image\n")
+    result = cli(site, manifest(tmp_path, value="1"), "apply", "--force")
+    assert result.code == 0, result.out + result.err
+    assert env_file.read_bytes() == b"VLLM_USE_V1=1 # set by the image\n"
+    assert dotenv_values(env_file) == {"VLLM_USE_V1": "1"}
+    assert bash_reads(env_file, "VLLM_USE_V1") == "1"
+
+
 def test_a_conflict_on_a_secret_key_shows_neither_value(tmp_path: Path, site: Path,
                                                         model: Path) -> None:
     env_file = model / "serve.env"

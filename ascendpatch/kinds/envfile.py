@@ -126,8 +126,10 @@ def _entry_line(path: Path, key: str, offset: int, binding: Binding) -> _Line:
         cut = _value_end(rest, bool(head.group(2)))
     except ParseError:
         raise _unreadable(path, key, number) from None
+    # `KEY= # comment`: the blanks before the comment belong to it (else `KEY=1#` reads "1#")
+    suffix = (head.group(2) if cut == 0 and rest.startswith("#") else "") + rest[cut:]
     return _Line(offset + start, offset + len(original), number, head.group(1),
-                 binding.value, rest[cut:])
+                 binding.value, suffix)
 
 
 def _find(path: Path, text: str, key: str) -> _Line | None:
