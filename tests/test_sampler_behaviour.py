@@ -62,7 +62,7 @@ def _files(folder: Path) -> dict[str, dict[str, str]]:
                     if version in wheels.SDIST_AFFECTED else
                     wheels.wheel_member(version, wheels.SAMPLER))
         (patch,) = load_patch(PATCHES / f"{version}.patch")
-        patched = apply_forward(patch, original, analyze(patch, original))
+        patched = apply_forward(analyze(patch, original))
         assert patched is not None
         (folder / f"{version}-original.py").write_bytes(original)
         (folder / f"{version}-patched.py").write_bytes(patched)

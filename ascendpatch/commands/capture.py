@@ -71,7 +71,7 @@ def _base(ctx: Context, dist: Distribution, rel: str, pristine: bytes, ledger: L
             continue
         for patch in load_patch(kctx.source):
             if patch.path == rel:
-                patched = apply_forward(patch, base, analyze(patch, base))
+                patched = apply_forward(analyze(patch, base))
                 if patched is not None and sha256_bytes(patched) == record.sha256_after:
                     base = patched
                     notes.append(f"{rel}: diffed against {artifact_id} (already applied)")

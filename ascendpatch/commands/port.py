@@ -118,7 +118,7 @@ def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, wo
         items = []
         for p in patches:
             old = files[p.path]
-            items.append((p.path, old, apply_forward(p, old, analyze(p, old))))
+            items.append((p.path, old, apply_forward(analyze(p, old))))
         header = (f"ascendpatch: {artifact.title} for {artifact.distribution} {to}\n"
                   f"Ported by 'ascendpatch port {artifact.id} --to {to}' from variant "
                   f"{variant.versions}.")

@@ -14,6 +14,8 @@ Glossary (each word means one thing):
   root folder, source file and environment.
 * ``FileFinding``: what a kind found about one file: its ``FileState``, current, desired and
   original content.
+* ``Content`` (:mod:`ascendpatch.filestate`, imported here for the kinds): what a file holds or
+  should hold, possibly unknown, with its sha256 computed once.
 * ``FileState``: pristine / applied / partial / conflict, for a hunk, a file or an artifact
   (:mod:`ascendpatch.filestate`; ``FileState.combine`` folds files into an artifact's state).
 * ``ArtifactPlan`` (:mod:`ascendpatch.planner`): one artifact's findings, or why it is skipped.
@@ -31,6 +33,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from ascendpatch.env.target import Distribution
 from ascendpatch.errors import AscendpatchError, InvalidInputError, RefusedError, UnsafePathError
+from ascendpatch.filestate import UNKNOWN as UNKNOWN
+from ascendpatch.filestate import Content as Content
 from ascendpatch.filestate import FileState
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
@@ -41,19 +45,6 @@ from ascendpatch.store.root import Root
 
 if TYPE_CHECKING:
     from ascendpatch.inspect.checks.base import Check
-
-
-@dataclass(frozen=True)
-class Content:
-    """File content that may be unknown: ``known`` False means we cannot tell it."""
-
-    data: bytes | None  # None: the file is (or should be) absent
-    known: bool = True
-    link: str | None = None  # the file is (or should be) a symlink to this relative target
-    mode: int | None = None  # permission bits to give a file this content creates
-
-
-UNKNOWN = Content(None, known=False)
 
 
 @dataclass(frozen=True)

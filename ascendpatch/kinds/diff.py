@@ -8,16 +8,14 @@ fits, or it must be ported by hand.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 from ascendpatch.env.target import Distribution
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
-from ascendpatch.hashing import sha256_bytes, sha256_optional
 from ascendpatch.kinds.base import (
-    UNKNOWN,
     ArtifactSite,
     BaseKind,
     Content,
@@ -32,8 +30,6 @@ from ascendpatch.patchfile.diffpatch import (
     FileAnalysis,
     FilePatch,
     analyze,
-    apply_forward,
-    apply_reverse,
     parse_patch,
 )
 from ascendpatch.results import Level
@@ -88,30 +84,26 @@ class DiffKind(BaseKind):
         path, current = site.read(patch.path)
         analysis = analyze(patch, current)
         state = analysis.state
-        desired = original = UNKNOWN
-        if state in (FileState.PRISTINE, FileState.PARTIAL):
-            desired = Content(apply_forward(patch, current, analysis))
-        if state in (FileState.APPLIED, FileState.PARTIAL):
-            original = Content(apply_reverse(patch, current, analysis))
-        if state is FileState.PRISTINE:
-            original = Content(current)
-        if state is FileState.APPLIED:
-            desired = Content(current)
+        # Unknown for a conflict; a pristine file is its own original, an applied one its own
+        # desired content (the same Content, so its digest is computed once).
+        desired, original = analysis.forward, analysis.reverse
         if desired.known and patch.mode is not None and current is None:
-            desired = Content(desired.data, mode=patch.mode)
-        detail = _detail(site, patch, analysis, current, desired)
-        refusal = _revert_refusal(site, patch.path, current, original) \
+            desired = replace(desired, mode=patch.mode)
+        now = original if state is FileState.PRISTINE else \
+            desired if state is FileState.APPLIED else Content(current)
+        detail = _detail(site, patch, analysis, now, desired)
+        refusal = _revert_refusal(site, patch.path, now, original) \
             if state in (FileState.APPLIED, FileState.PARTIAL) else None
         return FileFinding(patch.path, path, state, current, desired, original, detail,
                         revert_refusal=refusal)
 
 
-def _revert_refusal(site: ArtifactSite, rel: str, current: bytes | None, original: Content) \
+def _revert_refusal(site: ArtifactSite, rel: str, current: Content, original: Content) \
         -> str | None:
     """Without a ledger record, reversing is allowed only when something proves the patch is
     ours: the file is the manifest's ``after``, or it differs from the wheel's RECORD and the
     reversed content is what RECORD lists (a file RECORD does not list: absent)."""
-    now = sha256_optional(current)
+    now = current.sha256
     hashes = site.variant.sha256.get(rel)
     if hashes and now in hashes.after:
         return None
@@ -119,7 +111,7 @@ def _revert_refusal(site: ArtifactSite, rel: str, current: bytes | None, origina
     if listed:
         entry = listed.get(rel)
         shipped = entry.sha256 if entry is not None else None
-        if original.known and now != shipped and sha256_optional(original.data) == shipped:
+        if original.known and now != shipped and original.sha256 == shipped:
             return None
         if now == shipped:
             return ("no ledger record, and it is exactly as the package shipped it (its RECORD "
@@ -128,15 +120,14 @@ def _revert_refusal(site: ArtifactSite, rel: str, current: bytes | None, origina
             "'after' hash; reversing it would not give the RECORD content)")
 
 
-def _detail(site: ArtifactSite, patch: FilePatch, analysis: FileAnalysis, current: bytes | None,
+def _detail(site: ArtifactSite, patch: FilePatch, analysis: FileAnalysis, current: Content,
             desired: Content) -> str:
     text = analysis.summary()
     hashes = site.variant.sha256.get(patch.path)
-    if hashes and analysis.state is FileState.PRISTINE and desired.known and hashes.after:
-        produced = sha256_bytes(desired.data) if desired.data is not None else None
-        if current is not None and sha256_bytes(current) in hashes.before and \
-                produced not in hashes.after:
-            text += " (warning: the patched content does not match the manifest's sha256)"
+    if hashes and analysis.state is FileState.PRISTINE and desired.known and hashes.after \
+            and current.data is not None and current.sha256 in hashes.before \
+            and desired.sha256 not in hashes.after:
+        text += " (warning: the patched content does not match the manifest's sha256)"
     return text
 
 
