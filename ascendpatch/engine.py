@@ -11,20 +11,20 @@ from pathlib import Path
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_optional
 from ascendpatch.kinds import KINDS
-from ascendpatch.kinds.base import ArtifactSite, FileFinding, Skip
+from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, Skip
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.planner import ArtifactPlan, evaluate
 from ascendpatch.results import ArtifactResult, FileChange, FileResult, Level, Status
 from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
 
 
-def _file_results(files: Sequence[FileFinding], after: dict[str, bytes | None] | None = None,
+def _file_results(files: Sequence[FileFinding], after: dict[str, Content] | None = None,
                   state: FileState | None = None) -> tuple[FileResult, ...]:
     out = []
     for finding in files:
-        new = after.get(finding.rel, finding.current) if after is not None else finding.current
-        out.append(FileResult(finding.rel, state or finding.state,
-                              sha256_optional(finding.current), sha256_optional(new)))
+        now = finding.current_sha256
+        new = after[finding.rel].sha256 if after is not None and finding.rel in after else now
+        out.append(FileResult(finding.rel, state or finding.state, now, new))
     return tuple(out)
 
 
@@ -186,15 +186,16 @@ def apply_artifact(plan: ArtifactPlan, *, force: bool, dry_run: bool, diff: bool
     if failure is not None:
         return failure
     pending = [f for f in plan.files if f.state is not FileState.APPLIED]
-    after = {f.rel: f.desired.data for f in pending}
+    after = {f.rel: f.desired for f in pending}
     if dry_run:
         return _result(plan, Status.PENDING, Level.WARN, f"{title}: would be applied",
                        files=_file_results(plan.files, after, FileState.PRISTINE),
                        diff=unified_diff(plan))
     changes = [Change(f.path, f.current, f.desired.data, link=f.desired.link,
                       mode=f.desired.mode) for f in pending]
-    originals = [f.original.data for f in plan.files
-                 if f.original.known and f.original.data is not None]
+    befores = [c.before for c in changes]  # backed up anyway: each content once
+    originals = [f.original.data for f in plan.files if f.original.known
+                 and f.original.data is not None and f.original.data not in befores]
     return Writes(plan, changes, originals, unified_diff(plan) if diff else "")
 
 
@@ -206,10 +207,10 @@ def _record(ledger: Ledger, plan: ArtifactPlan, store: LedgerStore) -> Ledger:
         if previous is not None:
             before = previous.sha256_before
         elif finding.original.known:
-            before = sha256_optional(finding.original.data)
+            before = finding.original.sha256
         else:
-            before = sha256_optional(finding.current)
-        files[rel] = LedgerFile(before, sha256_optional(finding.desired.data), before, now())
+            before = finding.current_sha256
+        files[rel] = LedgerFile(before, finding.desired.sha256, before, now())
     return {**ledger, plan.artifact.id: files}
 
 
@@ -226,8 +227,8 @@ def _recheck(plan: ArtifactPlan, verb: str, diff: str = "") -> ArtifactResult:
         current = new.current if new else (old.path.read_bytes() if old.path.is_file() else None)
         state: FileState | FileChange = new.state if new else (
             FileChange.REMOVED if current is None else FileState.APPLIED)
-        files.append(FileResult(old.rel, state, sha256_optional(old.current),
-                                sha256_optional(current)))
+        files.append(FileResult(old.rel, state, old.current_sha256,
+                                new.current_sha256 if new else sha256_optional(current)))
     if verb == "applied" and fresh.state in (FileState.APPLIED, None):
         return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=tuple(files),
                        diff=diff)
@@ -320,7 +321,7 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
 def _original(finding: FileFinding, record: LedgerFile | None, store: LedgerStore) \
         -> tuple[bytes | None] | None:
     """The content to restore, wrapped in a 1-tuple (its data may be None = remove)."""
-    if record is not None and record.sha256_after == sha256_optional(finding.current):
+    if record is not None and record.sha256_after == finding.current_sha256:
         if record.sha256_before is None:
             return (None,)
         backup = store.read_backup(record.backup)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,6 +37,7 @@ from ascendpatch.errors import AscendpatchError, InvalidInputError, RefusedError
 from ascendpatch.filestate import UNKNOWN as UNKNOWN
 from ascendpatch.filestate import Content as Content
 from ascendpatch.filestate import FileState
+from ascendpatch.hashing import sha256_optional
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import NotRegularFileError, open_regular
@@ -61,6 +63,16 @@ class FileFinding:
     # Why ``original`` may not be restored without a ledger record proving ascendpatch wrote
     # the current content (None: content alone is proof enough).
     revert_refusal: str | None = None
+
+    @cached_property
+    def current_sha256(self) -> str | None:
+        """The digest of ``current``, computed once; taken from ``original`` or ``desired``
+        when the kind built it from the same bytes (a pristine file is its own original, an
+        applied one its own desired)."""
+        for content in (self.original, self.desired):
+            if content.known and content.data is self.current:
+                return content.sha256
+        return sha256_optional(self.current)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ascendpatch.filestate import FileState
-from ascendpatch.hashing import sha256_bytes
 from ascendpatch.inspect.checks.base import Check
 from ascendpatch.inspect.checks.smoothquant import Halves, SmoothQuantCheck
 from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding, SingleFileKind
@@ -43,13 +42,14 @@ class DropinKind(SingleFileKind):
             return [FileFinding(rel, path, FileState.CONFLICT, None, Content(new), UNKNOWN,
                                 f"{rel}: missing (the file this drop-in replaces is not installed)",
                                 forceable=True)]
-        digest = sha256_bytes(current)
+        now = Content(current)  # one Content: its digest is computed once for the finding too
+        digest = now.sha256 or ""
         if current == new:
-            return [FileFinding(rel, path, FileState.APPLIED, current, Content(new), UNKNOWN,
+            return [FileFinding(rel, path, FileState.APPLIED, current, now, UNKNOWN,
                                 f"{rel}: drop-in installed")]
         if digest in originals:
             return [FileFinding(rel, path, FileState.PRISTINE, current, Content(new),
-                                Content(current), f"{rel}: known original ({digest[:12]})")]
-        return [FileFinding(rel, path, FileState.CONFLICT, current, Content(new), Content(current),
+                                now, f"{rel}: known original ({digest[:12]})")]
+        return [FileFinding(rel, path, FileState.CONFLICT, current, Content(new), now,
                             f"{rel}: unrecognised content (sha256 {digest[:12]}…, not a known "
                             f"original)", forceable=True)]
