@@ -314,3 +314,36 @@ def test_python_target_starts_its_interpreter_before_waiting_for_it(venv_python:
     assert by_python.code == by_site.code == 1
     assert [r["id"] for r in by_python.json["results"]] == ["file:demo/mod.py"]
     assert by_python.json["results"] == by_site.json["results"]
+
+
+# The summary of a full audit as the stat cache (format 3) has held it since 89ee836.
+SUMMARY_89EE836 = {"records": "ab" * 32, "missing": [["demo/gone.py", "demo", "1.0"]],
+                   "differ": [["demo/mod.py", "S.5", "demo", "1.0"]],
+                   "orphan_folders": ["/site/demo"]}
+
+
+def test_summary_reads_and_writes_the_cache_format_unchanged() -> None:
+    from ascendpatch.inspect.audit import Summary
+
+    summary = Summary.from_json(SUMMARY_89EE836)
+    assert summary is not None and summary.missing == [("demo/gone.py", "demo", "1.0")]
+    assert summary.to_json() == SUMMARY_89EE836
+    bad: object
+    for bad in ({}, [], {"records": "x"}, {**SUMMARY_89EE836, "differ": [["too", "short"]]}):
+        assert Summary.from_json(bad) is None
+
+
+def test_a_cached_summary_of_another_shape_is_ignored(env: dict[str, Path]) -> None:
+    """A broken summary in the cache costs a full audit, never a wrong answer or a crash."""
+    site = env["site"]
+    (site / "other/util.py").write_text("y = 5\n")
+    first = audit(env)
+    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob("audit/*/statcache.json"))
+    doc = json.loads(cache.read_bytes())
+    assert doc["summary"]["differ"] == [["other/util.py", "..5", "other", "2.0"]]
+    doc["summary"] = {"records": doc["summary"]["records"], "missing": 3}
+    cache.write_text(json.dumps(doc))
+    again = audit(env)
+    assert again[:2] == first[:2] and again[2]["results"] == first[2]["results"]
+    rewritten = json.loads(cache.read_bytes())["summary"]  # a full audit ran and remembered
+    assert rewritten["differ"] == [["other/util.py", "..5", "other", "2.0"]]
