@@ -16,7 +16,7 @@ from ascendpatch.hashing import record_to_hex
 from ascendpatch.inspect.audit import classify
 from ascendpatch.inspect.audit import orphans as walks
 from ascendpatch.inspect.audit.classify import Entry, changed, orphan_finding
-from ascendpatch.inspect.audit.report import AuditReport, ExpectedSource, Finding, Wanted
+from ascendpatch.inspect.audit.report import AuditReport, ExpectedSource, Finding, Timings, Wanted
 from ascendpatch.inspect.audit.statcache import StatCache, Summary, stat_and_hash
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
             repeat.timings.total = clock() - start
             return repeat
     chosen = list(dists if dists is not None else target.distributions.values())
-    everything = list(target.distributions.values()) if orphans else chosen
+    everything = target.distributions.values() if orphans else ()  # the walk reads them all
     rows = {dist: read_record(dist.metadata_dir) for dist in {*chosen, *everything}}
     entries = {e.rel: e for e in classify.entries(target, {d: rows[d] for d in chosen})}
     records_time = clock() - start
@@ -83,13 +83,20 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
         _remember(cache, entries, summary)
     cache.save()
     report.findings.sort(key=lambda f: (f.expected, f.path))
-    orphan_time = report.timings.orphans
-    report.timings = outcome.timings
-    report.timings.records, report.timings.orphans = records_time, orphan_time
-    if report.timings.largest_bytes:
-        report.timings.largest_start += before_hashing
+    report.timings = _merged(outcome.timings, records_time, report.timings.orphans,
+                             before_hashing)
     report.timings.total = clock() - start
     return report
+
+
+def _merged(timings: Timings, records: float, orphans: float, before_hashing: float) \
+        -> Timings:
+    """The hashing's timings with the RECORD reading's and the orphan walk's (which ran
+    meanwhile); the largest file's start counted from the audit's own start."""
+    timings.records, timings.orphans = records, orphans
+    if timings.largest_bytes:
+        timings.largest_start += before_hashing
+    return timings
 
 
 def _remember(cache: StatCache, entries: Mapping[str, Entry], summary: Summary) -> None:
@@ -122,18 +129,8 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
     clock = time.perf_counter
     begin = clock()
     root = str(target.root) + "/"
-    stat = os.stat
-    try:
-        for key, cached in cache.entries.items():
-            st = stat(key if key.startswith("/") else root + key)
-            if cached[0] != st.st_size or cached[1] != st.st_mtime_ns \
-                    or cached[2] != st.st_ino or cached[3] != st.st_ctime_ns:
-                return None
-    except OSError:
+    if not _unchanged(cache, summary, root):
         return None
-    for key, *_rest in summary.missing:
-        if os.path.lexists(key if key.startswith("/") else root + key):
-            return None
     report = AuditReport(files_checked=len(cache.entries))
     report.timings.stat = clock() - begin
     begin = clock()
@@ -152,3 +149,18 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
                         for key, code, name, version in summary.differ]
     report.findings.sort(key=lambda f: (f.expected, f.path))
     return report
+
+
+def _unchanged(cache: StatCache, summary: Summary, root: str) -> bool:
+    """Every cached file has the same stat, every missing one is still missing."""
+    stat = os.stat
+    try:
+        for key, cached in cache.entries.items():
+            st = stat(key if key.startswith("/") else root + key)
+            if cached[0] != st.st_size or cached[1] != st.st_mtime_ns \
+                    or cached[2] != st.st_ino or cached[3] != st.st_ctime_ns:
+                return False
+    except OSError:
+        return False
+    return not any(os.path.lexists(key if key.startswith("/") else root + key)
+                   for key, *_rest in summary.missing)
