@@ -333,6 +333,18 @@ def test_summary_reads_and_writes_the_cache_format_unchanged() -> None:
         assert Summary.from_json(bad) is None
 
 
+def test_folder_walk_reads_and_writes_the_cache_format_unchanged() -> None:
+    from ascendpatch.inspect.audit import FolderWalk
+
+    doc = {"records": "cd" * 32, "dirs": [["/site/demo", 1, 2]],
+           "unlisted": ["/site/demo/dropin.py"], "owner": ["demo", "1.0"]}  # as in 89ee836
+    walk = FolderWalk.from_json(doc)
+    assert walk is not None and walk.owner == ("demo", "1.0")
+    assert walk.to_json() == doc
+    assert FolderWalk.from_json({"records": "x"}) is None
+    assert FolderWalk.from_json([]) is None
+
+
 def test_a_cached_summary_of_another_shape_is_ignored(env: dict[str, Path]) -> None:
     """A broken summary in the cache costs a full audit, never a wrong answer or a crash."""
     site = env["site"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ascendpatch.env.target import Row
 from ascendpatch.inspect.audit.classify import orphan_finding
 from ascendpatch.inspect.audit.report import Finding, Wanted
-from ascendpatch.inspect.audit.statcache import StatCache
+from ascendpatch.inspect.audit.statcache import FolderWalk, StatCache
 from ascendpatch.store import atomic
 
 if TYPE_CHECKING:
@@ -80,16 +80,16 @@ def _walk_unlisted(folder: str, location: str, listed: set[str]) \
     return unlisted, dirs
 
 
-def cached_unlisted(entry: dict[str, Any] | None, key: str) -> list[str] | None:
+def cached_unlisted(walk: FolderWalk | None, key: str) -> list[str] | None:
     """The files no RECORD lists, as last seen, while no folder gained or lost an entry."""
-    if not entry or entry.get("records") != key:
+    if walk is None or walk.records != key:
         return None
     try:
-        if any(_dir_key(d[0]) != d[1:] for d in entry["dirs"]):
+        if any(_dir_key(d[0]) != d[1:] for d in walk.dirs):
             return None
-    except OSError:
+    except (OSError, IndexError, TypeError):  # IndexError, TypeError: a hand-edited cache
         return None
-    return list(entry["unlisted"])
+    return list(walk.unlisted)
 
 
 def findings(target: Target, dists: list[Distribution], rows: Mapping[Distribution, list[Row]],
@@ -107,8 +107,7 @@ def findings(target: Target, dists: list[Distribution], rows: Mapping[Distributi
             listed = listed if listed is not None else _listed(rows, target.site_packages)
             location = str(dist.location)
             unlisted, dirs = _walk_unlisted(folder, location, listed.get(location, set()))
-            cache.orphans[folder] = {"records": key, "dirs": dirs, "unlisted": unlisted,
-                                     "owner": [dist.name, dist.version]}
+            cache.orphans[folder] = FolderWalk(key, dirs, unlisted, (dist.name, dist.version))
             cache.dirty = True
         findings += [orphan_finding(path[len(root) + 1:], path, dist.name, expected)
                      for path in unlisted]

@@ -107,7 +107,7 @@ def _remember(cache: StatCache, entries: Mapping[str, Entry], summary: Summary) 
     stale = [key for key in cache.entries if key not in entries]
     for key in stale:
         del cache.entries[key]
-    gone = [f for f, walk in cache.orphans.items() if walk.get("records") != summary.records]
+    gone = [f for f, walk in cache.orphans.items() if walk.records != summary.records]
     for folder in gone:  # folders of distributions since removed
         del cache.orphans[folder]
     summary.orphan_folders = sorted(cache.orphans)
@@ -138,8 +138,8 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
         unlisted = walks.cached_unlisted(cache.orphans.get(folder), records_key)
         if unlisted is None:
             return None
-        owner = cache.orphans[folder].get("owner", ["", ""])
-        report.findings += [orphan_finding(path[len(root):], path, owner[0], expected)
+        owner = cache.orphans[folder].owner[0]
+        report.findings += [orphan_finding(path[len(root):], path, owner, expected)
                             for path in unlisted]
     report.timings.orphans = clock() - begin
     for key, name, version in summary.missing:

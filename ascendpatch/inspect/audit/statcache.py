@@ -73,6 +73,34 @@ class Summary:
             return None
 
 
+@dataclass
+class FolderWalk:
+    """What the orphan walk last saw in one package folder: the files no RECORD lists, and
+    every folder's (mtime_ns, ctime_ns) so that a folder that gained or lost an entry shows.
+
+    Saved as the JSON object cache format 3 has always held ({"records", "dirs", "unlisted",
+    "owner"})."""
+
+    records: str  # the RECORD files' key when the folder was walked
+    dirs: list[list[Any]]  # [folder, mtime_ns, ctime_ns], as os.walk found them
+    unlisted: list[str]  # absolute paths
+    owner: tuple[str, str] = ("", "")  # the distribution's name and version
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records, "dirs": self.dirs, "unlisted": self.unlisted,
+                "owner": list(self.owner)}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> FolderWalk | None:
+        """None for an entry of any other shape (the folder is then walked again)."""
+        try:
+            name, version = doc.get("owner", ["", ""])
+            return cls(str(doc["records"]), list(doc["dirs"]), [str(p) for p in doc["unlisted"]],
+                       (str(name), str(version)))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+
 class StatCache:
     """(size, mtime_ns, inode, ctime_ns) -> digest in RECORD form, one file per target.
 
@@ -82,14 +110,14 @@ class StatCache:
         self.root = os.path.realpath(root)
         self.path = cache_path(root)
         self.entries: dict[str, list[int | str]] = {}
-        self.orphans: dict[str, dict[str, Any]] = {}  # package folder -> unlisted files
+        self.orphans: dict[str, FolderWalk] = {}  # package folder -> its last walk
         self.summary: Summary | None = None  # the last full audit's outcome, see run._repeat
         self.dirty = False
         try:
             doc = json.loads(read_private(self.path) or b"{}")
             if doc.get("format") == CACHE_FORMAT and doc.get("target") == self.root:
                 self.entries = doc["files"]
-                self.orphans = doc.get("orphans", {})
+                self.orphans = _walks(doc.get("orphans", {}))
                 self.summary = Summary.from_json(doc.get("summary"))
         except (OSError, ValueError, KeyError, AttributeError):
             self.entries, self.orphans, self.summary = {}, {}, None
@@ -112,12 +140,18 @@ class StatCache:
         if not self.dirty:
             return
         data = json.dumps({"format": CACHE_FORMAT, "target": self.root, "files": self.entries,
-                           "orphans": self.orphans,
+                           "orphans": {f: w.to_json() for f, w in self.orphans.items()},
                            "summary": self.summary.to_json() if self.summary else {}},
                           separators=(",", ":")).encode()
         write_private(self.path, data)
         self.dirty = False
 
+
+
+def _walks(doc: Any) -> dict[str, FolderWalk]:
+    folders = doc.items() if isinstance(doc, dict) else ()
+    return {folder: walk for folder, entry in folders
+            if (walk := FolderWalk.from_json(entry)) is not None}
 
 @dataclass
 class Outcome:
