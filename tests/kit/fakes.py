@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,9 +227,10 @@ class PipCall:
 
 @dataclass
 class FakePip:
-    """In place of ``pipadapter._run``, the one place pip runs: records every command line and
-    answers with a canned ``CompletedProcess``; ``--dry-run --report FILE`` gets the recorded
-    report written to FILE, as pip does."""
+    """In place of the pip *process*: ``pipadapter``'s own ``subprocess`` name is pointed at
+    this fake, so everything pipadapter does around pip (the ``-v`` command line and output,
+    the spinner, ``explain``) still runs. Records every command line and answers with a canned
+    ``CompletedProcess``; ``--report FILE`` gets ``report`` written to FILE, as pip does."""
 
     calls: list[PipCall] = field(default_factory=list)
     returncode: int = 0
@@ -237,11 +239,13 @@ class FakePip:
     report: dict[str, Any] | None = None
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakePip:
-        monkeypatch.setattr(pipadapter, "_run", self.run)
+        shim = types.SimpleNamespace(run=self.run, DEVNULL=subprocess.DEVNULL,
+                                     CompletedProcess=subprocess.CompletedProcess)
+        monkeypatch.setattr(pipadapter, "subprocess", shim)
         return self
 
-    def run(self, cmd: Sequence[str], env: Mapping[str, str] | None) \
-            -> subprocess.CompletedProcess[str]:
+    def run(self, cmd: Sequence[str], *, env: Mapping[str, str] | None = None,
+            **_: object) -> subprocess.CompletedProcess[str]:
         self.calls.append(PipCall(list(cmd), dict(env) if env is not None else None))
         if "--report" in cmd and self.report is not None:
             Path(cmd[list(cmd).index("--report") + 1]).write_text(json.dumps(self.report))
@@ -252,6 +256,11 @@ class FakePip:
                 for c in self.calls]
 
 
+# ``pip --version`` as it answered on the recording machine (the shape -v shows).
+PIP_VERSION_OUTPUT = (RECORDED / "pip-version.txt").read_text() if \
+    (RECORDED / "pip-version.txt").exists() else ""
+
+
 def recorded_pip_report() -> dict[str, Any]:
     """pip's real ``install --dry-run --report`` of one small wheel (recorded)."""
     report: dict[str, Any] = json.loads((RECORDED / "pip-report.json").read_text())
@@ -259,17 +268,16 @@ def recorded_pip_report() -> dict[str, Any]:
 
 
 def record_pip_report(root: Path) -> dict[str, Any]:
+    """The real seam: pipadapter.dry_run_report of a real venv (no pip of its own, so this
+    tool's pip with --python) against a wheelhouse of one tiny wheel."""
+    from ascendpatch.env.target import from_python
     from tests.kit import build_wheel
 
     house = root / "house"
     build_wheel(house, "tiny-dep", "1.0")
     python, _ = real_venv(root / "venv")
-    report = root / "report.json"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
-                    "--dry-run", "--report", str(report), "--disable-pip-version-check",
-                    "--no-index", "--find-links", str(house), "tiny-dep==1.0"],
-                   check=True, capture_output=True)
-    doc: dict[str, Any] = json.loads(report.read_text())
+    doc = pipadapter.dry_run_report(from_python(python), ["tiny-dep==1.0"],
+                                    pipadapter.Source(house, offline=True))
     for item in doc["install"]:  # where and when the wheel was built: not what tests read
         info = item["download_info"]
         info["url"] = "file://<HOUSE>/" + info["url"].rsplit("/", 1)[1]
@@ -291,6 +299,8 @@ def record_all() -> None:
         (RECORDED / "probes.json").write_text(json.dumps(cases, indent=1, sort_keys=True) + "\n")
         (RECORDED / "pip-report.json").write_text(
             json.dumps(record_pip_report(root / "pip"), indent=1, sort_keys=True) + "\n")
+        version = pipadapter.run_pip(["--version"])
+        (RECORDED / "pip-version.txt").write_text(version.stdout)
 
 
 if __name__ == "__main__":
