@@ -1,12 +1,14 @@
 """Typed fakes of the two subprocess seams, so core tests need no interpreter and no pip.
 
 ``ascendpatch.env.inscript`` runs every script in the target interpreter (``Running``, and
-``run_json`` through it); ``ascendpatch.env.pipadapter`` runs every pip command (``_run``). A
-fake takes the seam's place for one test (``install(monkeypatch)``), records each call, and
-answers from canned documents. The canned documents are real outputs, recorded in
-``tests/kit/recorded/`` by ``python -m tests.kit.fakes`` (real venvs with the stand-in
-torch / torch_npu modules); the integration tier's reference tests run the real seam again and
-check it still answers exactly that, so a fake cannot drift from what it stands for.
+``run_json`` through it); ``ascendpatch.env.pipadapter`` runs every pip command (one
+``subprocess.run`` in ``_run``). A fake takes the seam's place for one test
+(``install(monkeypatch)``: ``FakeInscript`` replaces ``Running``, ``FakePip`` only the pip
+process), records each call, and answers from canned documents. The canned documents are
+real outputs, recorded in ``tests/kit/recorded/`` by ``python -m tests.kit.fakes`` (real venvs
+with the stand-in torch / torch_npu modules); the integration tier's reference tests run the
+real seam again and check it still answers exactly that, so a fake cannot drift from what it
+stands for.
 """
 
 from __future__ import annotations
