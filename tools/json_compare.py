@@ -38,12 +38,13 @@ from typing import Any
 
 SANDBOX_RELEASE = "0.18.0"
 OTHER_RELEASE = "0.23.0"
+STACK = f"vllm-ascend-{SANDBOX_RELEASE}"  # a bundled stack manifest: lock and install pin it
 DEFAULT_WORK = Path("/tmp/ascendpatch-json-compare")
 CACHE = Path(os.environ.get("ASCENDPATCH_TEST_CACHE",
                             Path.home() / ".cache" / "ascendpatch-test"))
 MODES = ("json", "text")
 # Files the commands write (besides stdout), kept normalised as ``written-MODE-NAME``.
-WRITTEN = ("snap-before.json", "snap-after.json", "fleet.html", "my-fix.patch")
+WRITTEN = ("snap-before.json", "snap-after.json", "fleet.html", "my-fix.patch", "matrix.md")
 
 ISO_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 STAMP = re.compile(r"\b\d{8}[T-]\d{6}(?:[.-]\d+)?Z?\b")  # 20261201T105100 / 20261201-105100
@@ -244,7 +245,32 @@ def steps() -> list[Step]:
         Step("unknown-artifact", on_target("apply", "no-such-artifact")),
         Step("diff-missing-file", lambda c: ["diff", str(c.work / "nope.json"),
                                              str(c.work / "snap-after.json")]),
+        Step("status-quiet", on_target("-q", "status")),
+        Step("lock-offline", lambda c: ["--python", str(c.python), "lock", "-o", "-", *house,
+                                        str(c.wheelhouse)]),
+        Step("lock-stack-offline", lambda c: ["--python", str(c.python), "--manifest", STACK,
+                                              "lock", "-o", "-", *house, str(c.wheelhouse)]),
+        Step("install-stack-dry-run", lambda c: ["--python", str(c.python), "--manifest",
+                                                 STACK, "install", "--dry-run", *house,
+                                                 str(c.wheelhouse)]),
+        Step("install-offline", lambda c: ["--python", str(c.python), "install", *house,
+                                           str(c.wheelhouse)]),
+        Step("catalog-check-markdown", lambda c: ["catalog-check", SANDBOX_RELEASE, *house,
+                                                  str(c.wheelhouse), "--markdown",
+                                                  str(c.work / "matrix.md")]),
+        Step("capture-edited", lambda c: ["--python", str(c.python), "capture", "vllm-ascend",
+                                          "--id", "my-fix", "--output",
+                                          str(c.work / "my-fix.patch"), *house,
+                                          str(c.wheelhouse)], prepare=edit_sampler),
+        Step("audit-edited", on_target("audit", "--workers", "1")),
     ]
+
+
+def edit_sampler(ctx: Context) -> None:
+    """A hand edit for ``capture`` to turn into a patch (and ``audit`` to find)."""
+    sampler = next((ctx.sandbox / "lib").glob("python*/site-packages/vllm_ascend/sample/"
+                                              "sampler.py"))
+    sampler.write_text(sampler.read_text() + "\n# edited by hand\n")
 
 
 def replacements(ctx: Context) -> list[tuple[str, str]]:
