@@ -21,18 +21,15 @@ venv the tree is installed in (it starts ``sys.executable -m ascendpatch``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +58,13 @@ class Step:
     name: str
     argv: Callable[[Context], list[str]]
     prepare: Callable[[Context], None] | None = None
+    inside: Sequence[str] = ()  # a command line that runs ascendpatch's (appended) argv
 
 
 @dataclass
 class Context:
     work: Path
     repo: Path
-    pids: list[int] = field(default_factory=list)
 
     @property
     def home(self) -> Path:
@@ -109,8 +106,10 @@ def cached_wheel(version: str) -> Path:
     return found[0]
 
 
-def ascendpatch(ctx: Context, argv: Sequence[str], timeout: float = 600) -> tuple[int, str, str]:
-    proc = subprocess.run([sys.executable, "-m", "ascendpatch", *argv], capture_output=True,
+def ascendpatch(ctx: Context, argv: Sequence[str], inside: Sequence[str] = (),
+                timeout: float = 600) -> tuple[int, str, str]:
+    proc = subprocess.run([*inside, sys.executable, "-m", "ascendpatch", *argv],
+                          capture_output=True,
                           text=True, env=ctx.env(), cwd=ctx.work, timeout=timeout, check=False,
                           stdin=subprocess.DEVNULL)
     return proc.returncode, proc.stdout, proc.stderr
@@ -166,11 +165,11 @@ def write_inputs(ctx: Context) -> None:
     (ctx.files / "hosts.txt").write_text("host-a\nhost-b\nhost-c\n")
 
 
-def start_victim(ctx: Context) -> None:
-    """A process for ``stop --pid`` to stop, reaped by a thread so it never lingers a zombie."""
-    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    threading.Thread(target=proc.wait, daemon=True).start()
-    ctx.pids.append(proc.pid)
+# ``stop`` looks at every process of the machine for vLLM leftovers, which other people's test
+# runs do have: it runs in a PID namespace of its own (with its own /proc), where the process it
+# stops, started there by ``setsid sleep``, is always PID 2 and nothing else is running.
+ALONE = ("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+         'setsid sleep 300 & "$@" --pid $!', "sh")
 
 
 def snapshot_to(name: str) -> Callable[[Context], list[str]]:
@@ -238,8 +237,7 @@ def steps() -> list[Step]:
                                             "vllm-ascend", "--id", "my-fix", "--output",
                                             str(c.work / "my-fix.patch"), *house,
                                             str(c.wheelhouse)]),
-        Step("stop-pid", lambda c: ["stop", "--pid", str(c.pids[-1]), "--grace-timeout", "5"],
-             prepare=start_victim),
+        Step("stop-pid", lambda c: ["stop", "--grace-timeout", "5"], inside=ALONE),
         Step("smoke-refused", lambda c: ["smoke", "--url", "http://127.0.0.1:9",
                                          "--model", "m", "--request-timeout", "2"]),
         Step("unknown-artifact", on_target("apply", "no-such-artifact")),
@@ -288,8 +286,6 @@ def replacements(ctx: Context) -> list[tuple[str, str]]:
 def normalise_text(text: str, ctx: Context) -> str:
     for old, new in replacements(ctx):
         text = text.replace(old, new)
-    for pid in ctx.pids:
-        text = re.sub(rf"\b{pid}\b", "<PID>", text)
     text = ISO_TIME.sub("<TIME>", text)
     text = STAMP.sub("<STAMP>", text)
     return DURATION.sub("<DURATION>", text)
@@ -329,16 +325,18 @@ def run_mode(ctx: Context, pristine: Path, mode: str, out: Path) -> dict[str, in
         if step.prepare is not None:
             step.prepare(ctx)
         codes[f"{number:02d}-{step.name}"] = record(ctx, mode, f"{number:02d}-{step.name}",
-                                                   step.argv(ctx), out)
+                                                   step.argv(ctx), out, step.inside)
     keep_written(ctx, mode, out)
     return codes
 
 
-def record(ctx: Context, mode: str, name: str, argv: list[str], out: Path) -> int:
+def record(ctx: Context, mode: str, name: str, argv: list[str], out: Path,
+           inside: Sequence[str] = ()) -> int:
     """Run one invocation in ``mode`` and write its normalised record; returns the exit code."""
     full = ["--json", *argv] if mode == "json" else ["--color", "never", *argv]
-    code, stdout, stderr = ascendpatch(ctx, full)
-    shown = [normalise_text(a, ctx) for a in full]
+    code, stdout, stderr = ascendpatch(ctx, full, inside)
+    shown = [*(["(in", "a", "PID", "namespace)"] if inside else []),
+             *(normalise_text(a, ctx) for a in full), *(["--pid", "$!"] if inside else [])]
     if mode == "json":
         try:
             document: Any = normalise_doc(json.loads(stdout), ctx) if stdout.strip() else None
@@ -378,9 +376,6 @@ def run_all(out: Path, work: Path) -> None:
     summary = {"00-sandbox": built,
                **{name: {mode: codes[mode].get(name) for mode in MODES} for name in names}}
     (out / "exit-codes.json").write_text(json.dumps(summary, indent=2) + "\n")
-    for pid in ctx.pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
     print(f"{len(summary)} invocations x {len(MODES)} modes written to {out}")
 
 
