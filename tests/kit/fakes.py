@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -188,12 +187,10 @@ def stand_in_stack(site: Path, vllm_ascend: str, body: str) -> None:
 
 def real_venv(root: Path) -> tuple[Path, Path]:
     """A real venv (no pip) and its site-packages."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    python = root / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
-                                "print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    return python, site
+    from tests.kit.wheels import make_venv, site_packages
+
+    python = make_venv(root)
+    return python, site_packages(python)
 
 
 def record_probe(root: Path, vllm_ascend: str, body: str) -> dict[str, Any]:
