@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,11 @@ from typing import Any
 SANDBOX_RELEASE = "0.18.0"
 OTHER_RELEASE = "0.23.0"
 STACK = f"vllm-ascend-{SANDBOX_RELEASE}"  # a bundled stack manifest: lock and install pin it
-DEFAULT_WORK = Path("/tmp/ascendpatch-json-compare")
+# One work folder per venv, so two developers' runs never share it (it is normalised away).
+DEFAULT_WORK = Path(tempfile.gettempdir()) / f"ascendpatch-json-compare-{Path(sys.prefix).name}"
+# One wheelhouse for every run, at a fixed path: pip records the wheel's URL in the sandbox's
+# direct_url.json, which snapshot hashes, so its path must not differ between two runs.
+WHEELHOUSE = Path(tempfile.gettempdir()) / "ascendpatch-json-compare-wheelhouse"
 CACHE = Path(os.environ.get("ASCENDPATCH_TEST_CACHE",
                             Path.home() / ".cache" / "ascendpatch-test"))
 MODES = ("json", "text")
@@ -80,7 +85,7 @@ class Context:
 
     @property
     def wheelhouse(self) -> Path:
-        return self.work / "wheelhouse"
+        return WHEELHOUSE
 
     @property
     def files(self) -> Path:
@@ -115,6 +120,17 @@ def ascendpatch(ctx: Context, argv: Sequence[str], inside: Sequence[str] = (),
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def fill_wheelhouse() -> None:
+    """Copied in once, each wheel atomically: runs of several developers share the folder."""
+    WHEELHOUSE.mkdir(exist_ok=True)
+    for version in (SANDBOX_RELEASE, OTHER_RELEASE):
+        wheel = cached_wheel(version)
+        if not (WHEELHOUSE / wheel.name).exists():
+            partial = WHEELHOUSE / f".{wheel.name}.{os.getpid()}"
+            shutil.copy(wheel, partial)
+            os.replace(partial, WHEELHOUSE / wheel.name)
+
+
 def sandbox_argv(ctx: Context) -> list[str]:
     return ["sandbox", str(ctx.sandbox), "--vllm-ascend", SANDBOX_RELEASE, "--offline",
             "--wheelhouse", str(ctx.wheelhouse)]
@@ -126,9 +142,8 @@ def build(ctx: Context, out: Path) -> tuple[Path, dict[str, int]]:
     mode then runs on a copy moved back to ``work/sandbox``)."""
     if ctx.work.exists():
         shutil.rmtree(ctx.work)
-    ctx.wheelhouse.mkdir(parents=True)
-    for version in (SANDBOX_RELEASE, OTHER_RELEASE):
-        shutil.copy(cached_wheel(version), ctx.wheelhouse)
+    ctx.work.mkdir(parents=True)
+    fill_wheelhouse()
     codes: dict[str, int] = {}
     for mode in reversed(MODES):
         ctx.home.mkdir()
@@ -275,7 +290,8 @@ def replacements(ctx: Context) -> list[tuple[str, str]]:
     """Literal strings to replace, longest first (a path inside another is replaced whole)."""
     import ascendpatch
 
-    pairs = [(str(ctx.work), "<WORK>"), (str(ctx.repo), "<REPO>"), (sys.prefix, "<VENV>"),
+    pairs = [(str(ctx.work), "<WORK>"), (str(WHEELHOUSE), "<WHEELHOUSE>"),
+             (str(ctx.repo), "<REPO>"), (sys.prefix, "<VENV>"),
              (str(CACHE), "<TEST-CACHE>"), (str(Path.home()), "<REAL-HOME>")]
     pairs = [(old, new) for old, new in pairs if old and old != "/"]
     pairs.sort(key=lambda pair: -len(pair[0]))
@@ -366,7 +382,11 @@ def keep_written(ctx: Context, mode: str, out: Path) -> None:
 
 
 def run_all(out: Path, work: Path) -> None:
-    ctx = Context(work=work.resolve(), repo=Path(__file__).resolve().parents[1])
+    import ascendpatch
+
+    # The checkout of the package that runs, not of this file: the tool may be run from
+    # another worktree than the one under test.
+    ctx = Context(work=work.resolve(), repo=Path(ascendpatch.__file__).resolve().parents[1])
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
