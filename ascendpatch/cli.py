@@ -1,6 +1,6 @@
 """The thin CLI: parse arguments, call the command's handler, render, exit.
 
-Argument definitions live in cliargs.py; each command module turns parsed arguments into a call
+Each command module defines its arguments (shared ones: cliargs.py) and turns them into a call
 of its typed ``run`` (``from_args``). This module imports almost nothing at start-up so that
 ``ascendpatch --version`` stays fast, and it is the one error boundary: expected errors exit
 with their code and a one-line message, bugs exit 3 with a log, Ctrl-C exits 130.
@@ -20,10 +20,10 @@ from ascendpatch.errors import (
     EXIT_UNEXPECTED,
     EXIT_USAGE,
     AscendpatchError,
+    Interrupted,
 )
 
 if TYPE_CHECKING:
-    from ascendpatch import output
     from ascendpatch.cliargs import Handler
     from ascendpatch.results import CommandResult
 
@@ -44,7 +44,10 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The whole parser. ``lazy``: a command's own parser is built (its module imported) only
+    when the command is named on the line, which is what main wants; otherwise every
+    command's is built now (completion, tests)."""
     parser = _Parser(prog="ascendpatch",
                      description="Patch and install manager for vllm-ascend environments.")
     parser.add_argument("--version", action="version", version=f"ascendpatch {__version__}")
@@ -53,16 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     cliargs.global_options(common, suppress=True)
     source = _Parser(add_help=False)
     cliargs.source_options(source)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
+                                action=cliargs.Commands)
+    assert isinstance(sub, cliargs.Commands)
     sub.required = True
-    for command in cliargs.COMMANDS:
-        parents = [common, source] if command.source else [common]
-        description, epilog = cliargs.describe(command)
-        child = sub.add_parser(command.name, parents=parents, help=command.help,
-                               description=description, epilog=epilog,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
-        command.configure(child)
-        child.set_defaults(handler=command.handler)
+    sub.expect(cliargs.COMMANDS, common, source)
+    if not lazy:
+        sub.load_all()
     return parser
 
 
@@ -86,20 +86,67 @@ def _given_color(words: list[str]) -> str:
     return "auto"
 
 
+class _Run:
+    """What the error boundary knows of this run, to word a failure the way it was asked for:
+    guessed from the words until the parser is done, then as parsed. (A plain class: the
+    dataclasses module would cost `--version` its start-up time.)"""
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+        self.command: str | None = None
+        self.as_json = False
+        self.color = "auto"
+        self.finished = False  # the command has returned: a Ctrl-C now stops only its output
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else list(argv)
-    options = _options(words)
-    _Parser.json_errors = "--json" in options
+    """The one error boundary (as pre-commit's error_handler): parser, command and rendering
+    alike. Expected errors exit with their code and one line, bugs 3 with a log, Ctrl-C 130."""
+    run = _Run(sys.argv[1:] if argv is None else list(argv))
+    try:
+        return _main(run)
+    except AscendpatchError as exc:
+        return _fail(run, str(exc), exc.exit_code)
+    except KeyboardInterrupt as exc:
+        return _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
+    except Exception as exc:  # a bug, not a user error
+        from ascendpatch import crashlog
+
+        log = crashlog.write(exc, run.words)
+        return _fail(run, f"unexpected error: {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
+                     log)
+
+
+def _fail(run: _Run, message: str, code: int, log: str | None = None) -> int:
+    from ascendpatch import output
+
+    output.error(message, command=run.command, exit_code=code, as_json=run.as_json,
+                 color=run.color, log_path=log)
+    return code
+
+
+def _main(run: _Run) -> int:
+    options = _options(run.words)
+    run.as_json = _Parser.json_errors = "--json" in options
     names = {command.name for command in cliargs.COMMANDS}
-    _Parser.command_hint = next((word for word in words if word in names), None)
-    _Parser.color = _given_color(options)
-    args = build_parser().parse_args(argv)
+    run.command = _Parser.command_hint = next((w for w in run.words if w in names), None)
+    run.color = _Parser.color = _given_color(options)
+    args = build_parser(lazy=True).parse_args(run.words)
+    run.command, run.as_json, run.color = args.command, args.json, args.color
     from ascendpatch import output, progress
 
     reporter = output.ConsoleReporter(color=args.color, verbose=args.verbose, quiet=args.quiet,
                                       as_json=args.json, invocation=_invocation(args))
     with progress.reporting(reporter):
-        return _run(args, argv, reporter)
+        result = _dispatch(args)
+    run.finished = True
+    try:
+        output.render(result, as_json=args.json, color=args.color, quiet=args.quiet,
+                      streamed=True, invocation=reporter.invocation)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
+        output.silence_stdout()
+    return result.exit_code
 
 
 def _invocation(args: argparse.Namespace) -> str:
@@ -114,44 +161,12 @@ def _invocation(args: argparse.Namespace) -> str:
     return shlex.join(words)
 
 
-def _run(args: argparse.Namespace, argv: Sequence[str] | None,
-         reporter: output.ConsoleReporter) -> int:
-    from ascendpatch import output
-
-    as_json: bool = args.json
-    color: str = args.color
-    try:
-        result = _dispatch(args)
-    except AscendpatchError as exc:
-        output.error(str(exc), command=args.command, exit_code=exc.exit_code, as_json=as_json,
-                     color=color)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        output.error(_interrupted(args.command), command=args.command,
-                     exit_code=EXIT_INTERRUPTED, as_json=as_json, color=color)
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # the error boundary: a bug, not a user error
-        from ascendpatch import crashlog
-
-        log = crashlog.write(exc, argv if argv is not None else sys.argv[1:])
-        output.error(f"unexpected error: {type(exc).__name__}: {exc}", command=args.command,
-                     exit_code=EXIT_UNEXPECTED, as_json=as_json, color=color, log_path=log)
-        return EXIT_UNEXPECTED
-    try:
-        output.render(result, as_json=as_json, color=color, quiet=args.quiet,
-                      shown=frozenset(reporter.shown), invocation=reporter.invocation)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
-        output.silence_stdout()
-    return result.exit_code
-
-
-def _interrupted(command: str) -> str:
+def _interrupted(run: _Run, exc: KeyboardInterrupt) -> str:
     """Ctrl-C: say what really happened. After a commit point the change is in place."""
-    state = sys.modules.get("ascendpatch.store.ledger")
-    committed: list[str] = list(getattr(state, "COMMITTED", []))
-    if not committed:
+    if run.finished:
+        return "interrupted while showing the results; the command itself had finished"
+    if not isinstance(exc, Interrupted):
         return "interrupted; any change in progress was rolled back"
-    verb = {"apply": "applied", "revert": "reverted"}.get(command, "written")
-    return (f"interrupted after the commit point: {'; '.join(committed)} {verb} in full, not "
-            f"rolled back; run 'ascendpatch status' to see every artifact's state")
+    verb = {"apply": "applied", "revert": "reverted"}.get(run.command or "", "written")
+    return (f"interrupted after the commit point: {'; '.join(exc.committed)} {verb} in full, "
+            f"not rolled back; run 'ascendpatch status' to see every artifact's state")

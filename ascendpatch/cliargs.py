@@ -1,18 +1,20 @@
-"""Argument definitions: shared options defined once, one small function per command.
+"""The shared options, and the one lazy loader of the command modules.
 
-Nothing here imports a command module at start-up: each command refers to a Handler object whose
-loader imports its module only when the command runs, so that `ascendpatch --version` stays
-fast. The loaders are real import statements (mypy checks the module, the function and its
-signature) and the table names Handler objects, not "module:function" strings, so a misspelt
-name fails when this module is imported; tests/test_cli.py loads every handler.
+Each command module (``ascendpatch/commands/NAME.py``, NAME = the command with ``-`` as ``_``)
+declares its own face next to its ``from_args``: ``COMMAND = CommandSpec(...)`` with its name,
+help line, description, example and options. The only list of commands is COMMANDS, their
+module names: the parser knows every name without importing anything, and a command's module
+is imported when the command is named (Commands.load), so ``ascendpatch --version`` imports no
+command module and ``ascendpatch status`` imports one. The top-level ``--help`` and shell
+completion load them all. tests/test_cli.py loads every module's COMMAND.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -99,485 +101,113 @@ def file_in_a_folder(value: str) -> Path:
     return output_file(value)
 
 
-def _ids(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ids", nargs="*", metavar="ID",
-                   help="artifact ids from the manifest (default: every enabled artifact)")
+def ids(p: argparse.ArgumentParser,
+        text: str = "artifact ids from the manifest (default: every enabled artifact)") -> None:
+    p.add_argument("ids", nargs="*", metavar="ID", help=text)
 
 
-def _revert(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ids", nargs="*", metavar="ID",
-                   help="artifact ids from the manifest (default: every applied artifact)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="show what would be restored; exit 1 if anything would")
-
-
-def _with(p: argparse.ArgumentParser, text: str = "also this optional artifact") -> None:
+def with_option(p: argparse.ArgumentParser, text: str = "also this optional artifact") -> None:
     p.add_argument("--with", dest="with_ids", action="append", default=[], metavar="ID",
                    help=text)
 
 
-def _apply(p: argparse.ArgumentParser) -> None:
-    _ids(p)
-    p.add_argument("--dry-run", action="store_true",
-                   help="show what would change; exit 1 if anything would")
-    p.add_argument("--force", action="store_true",
-                   help="drop-in / file / plugin artifacts: replace a file whose content is "
-                        "not a known original (it is backed up first; 'revert' restores it); "
-                        "diff artifacts: complete a partially applied patch. A diff conflict "
-                        "(hunks match neither state) is never forced: reinstall the package or "
-                        "port the patch")
-    p.add_argument("--diff", action="store_true",
-                   help="also print the unified diff of each change (with --dry-run: like "
-                        "Ansible's --check --diff)")
-    _with(p)
-
-
-def _plan(p: argparse.ArgumentParser) -> None:
-    _ids(p)
-    _with(p)
-
-
-def _verify(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-probes", action="store_true",
-                   help="skip the operator probes (no subprocess of the target)")
-    p.add_argument("--probe-timeout", type=seconds, default=120.0, metavar="SECONDS",
-                   help="how long the operator probe subprocess may run (default 120)")
-    p.add_argument("--device", action="store_true",
-                   help="also run the fused top-k/top-p operator once on the NPU and compare "
-                        "the tokens it keeps with the fallback's")
-    p.add_argument("--serve-log", type=path, metavar="FILE",
-                   help="also check a vLLM serve log for the markers the manifest needs")
-    _with(p, "also expect this optional artifact to be applied")
-
-
-def _snapshot(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE",
-                   help="where to write the JSON snapshot ('-' for stdout)")
-    p.add_argument("--all-files", action="store_true",
-                   help="hash every installed file, not only the stack's packages")
-
-
-def _audit(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--baseline", type=path, metavar="FILE",
-                   help="also report packages changed since this snapshot")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="hashing threads (default: one per CPU)")
-
-
-def _diff(p: argparse.ArgumentParser) -> None:
-    p.add_argument("first", type=path, metavar="A.json", help="the older snapshot")
-    p.add_argument("second", type=path, metavar="B.json", help="the newer snapshot")
-
-
-def _install(p: argparse.ArgumentParser) -> None:
-    p.add_argument("reqs", nargs="*", metavar="REQ",
-                   help="extra requirements to install with the stack's pins (pip syntax)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the change set; exit 1 if it is not empty")
-    p.add_argument("--lock", type=path, metavar="FILE",
-                   help="install a lock written by 'ascendpatch lock' (--require-hashes)")
-
-
-def _output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE",
-                   help="where to write the lock ('-' for stdout)")
-
-
-def _folder(p: argparse.ArgumentParser) -> None:
+def folder(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", type=path, metavar="DIR",
                    help="the folder to create or update")
 
 
-def _bundle(p: argparse.ArgumentParser) -> None:
-    _folder(p)
-    p.add_argument("--platform", metavar="TAG",
-                   help="wheels for another platform, e.g. manylinux2014_aarch64 (binary only)")
-    p.add_argument("--python-version", metavar="X.Y",
-                   help="wheels for another Python version, e.g. 3.11 (binary only)")
-
-
-def _sandbox(p: argparse.ArgumentParser) -> None:
-    _folder(p)
-    p.add_argument("--vllm-ascend", default="0.18.0", metavar="VERSION",
-                   help="the vllm-ascend release to install (default 0.18.0)")
-
-
-def _logs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=path, metavar="FILE",
-                   help="vLLM serve logs (one per TP rank or node); - reads standard input")
-    _with(p, "also require the markers of this optional artifact")
-    p.add_argument("--rules", type=path, metavar="FILE",
-                   help="a site's own log rules, in the format of ascendpatch/data/"
-                        "log_rules.yaml (validated like a manifest)")
-    p.add_argument("--vllm-ascend", metavar="VERSION",
-                   help="judge version-limited rules for this vllm-ascend release (default: "
-                        "the installed one, else the version the log prints)")
-    p.add_argument("--baseline", type=path, metavar="GOOD_LOG",
-                   help="report only what is new or gone compared with this known-good start "
-                        "(exit 1 when a new error or warning appears)")
-
-
-def _smoke(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", required=True, metavar="http://HOST:PORT",
-                   help="the server's base URL")
-    p.add_argument("--model", metavar="ID", help="the model id clients will ask for")
-    p.add_argument("--request-timeout", "--timeout", dest="timeout", type=float, default=120.0,
-                   metavar="SECONDS",
-                   help="bounds each whole request, body included (default 120; --timeout is "
-                        "an alias)")
-    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                   help="first wait up to SECONDS for GET /v1/models to answer 200")
-
-
-def _launch(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=path, metavar="deploy.yaml",
-                   help="a deploy config to check (vllm-omni stage knobs, serve arguments)")
-    p.add_argument("--model-dir", type=path, metavar="DIR",
-                   help="the model folder (default: the one the command names)")
-    p.add_argument("serve", nargs=argparse.REMAINDER, metavar="-- COMMAND",
-                   help="the vllm serve command line, after --")
-
-
-def _stop(p: argparse.ArgumentParser) -> None:
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--pidfile", type=path, metavar="FILE",
-                       help="a file holding the server's PID")
-    which.add_argument("--pid", type=int, metavar="N", help="the server's PID")
-    p.add_argument("--grace-timeout", "--grace", dest="grace", type=float, default=5.0,
-                   metavar="SECONDS",
-                   help="how long to wait after TERM before KILL (default 5; --grace is an "
-                        "alias)")
-    p.add_argument("--all-vllm", action="store_true",
-                   help="also stop every vLLM process of this user, even with a live parent "
-                        "(default: only the server's own and re-parented ones)")
-    p.add_argument("--force-user", action="store_true",
-                   help="also signal processes of other users (refused by default)")
-
-
-def _capture(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dist", metavar="DIST", help="the installed distribution you edited")
-    p.add_argument("--id", dest="artifact_id", metavar="ID",
-                   help="the artifact id (default: derived from DIST)")
-    p.add_argument("--output", type=file_in_a_folder, metavar="FILE",
-                   help="the patch (default ID.patch)")
-    p.add_argument("--manifest-out", type=file_in_a_folder, metavar="FILE",
-                   help="add or update the artifact in this manifest")
-
-
-def _port(p: argparse.ArgumentParser) -> None:
-    p.add_argument("artifact_id", metavar="ID", help="a diff artifact of the manifest")
-    p.add_argument("--to", required=True, metavar="VERSION",
-                   help="the vllm-ascend release to port to")
-    p.add_argument("--from", dest="start", metavar="VERSION",
-                   help="the variant to port (default: the one covering --to, else newest)")
-    p.add_argument("--write", action="store_true",
-                   help="write the patch and the manifest variant when every hunk applies")
-
-
-def _catalog_check(p: argparse.ArgumentParser) -> None:
-    p.add_argument("versions", nargs="*", metavar="VERSION",
-                   help="default: every release (wheel or sdist) on the index (or wheelhouse)")
-    p.add_argument("--markdown", type=file_in_a_folder, metavar="FILE",
-                   help="also write the matrix as a Markdown table to FILE")
-    p.add_argument("--new", action="store_true",
-                   help="only the releases newer than the catalog, each with a verdict "
-                        "decided by content (a weekly maintainer check)")
-
-
-def _fleet_report(p: argparse.ArgumentParser) -> None:
-    p.add_argument("snapshots", nargs="+", type=path, metavar="SNAPSHOT",
-                   help="snapshot files (HOST.json) or folders of them")
-    p.add_argument("--baseline", type=path, metavar="FILE",
-                   help="compare with this snapshot (default: the majority per package/patch)")
-    p.add_argument("--hosts", type=path, metavar="FILE",
-                   help="every host expected, one per line: those without a snapshot are missing")
-    p.add_argument("-o", "--output", type=path, metavar="report.html",
-                   help="also write a self-contained HTML page")
-
-
-def _nothing(p: argparse.ArgumentParser) -> None:
+def no_options(p: argparse.ArgumentParser) -> None:
     del p
 
 
 FromArgs = Callable[[argparse.Namespace], "CommandResult"]
+Handler = FromArgs  # what the parser stores as the ``handler`` default of each command
 
 
-class Handler:
-    """A command's handler: ``load()`` imports its module and returns its ``from_args``.
-    (A plain class, not a dataclass: building one costs a millisecond at every start-up.)"""
+class CommandSpec(NamedTuple):
+    """A command's face, declared by its module as ``COMMAND``. (A NamedTuple, not a dataclass:
+    dataclasses would cost every start-up a few milliseconds.)"""
 
-    __slots__ = ("load",)
-
-    def __init__(self, load: Callable[[], FromArgs]) -> None:
-        self.load = load
-
-    def __call__(self, args: argparse.Namespace) -> CommandResult:
-        return self.load()(args)
-
-
-@Handler
-def _apply_handler() -> FromArgs:
-    from ascendpatch.commands.apply import from_args
-
-    return from_args
-
-
-@Handler
-def _plan_handler() -> FromArgs:
-    from ascendpatch.commands.plan import from_args
-
-    return from_args
-
-
-@Handler
-def _revert_handler() -> FromArgs:
-    from ascendpatch.commands.revert import from_args
-
-    return from_args
-
-
-@Handler
-def _status_handler() -> FromArgs:
-    from ascendpatch.commands.status import from_args
-
-    return from_args
-
-
-@Handler
-def _verify_handler() -> FromArgs:
-    from ascendpatch.commands.verify import from_args
-
-    return from_args
-
-
-@Handler
-def _install_handler() -> FromArgs:
-    from ascendpatch.commands.install import from_args
-
-    return from_args
-
-
-@Handler
-def _lock_handler() -> FromArgs:
-    from ascendpatch.commands.lock import from_args
-
-    return from_args
-
-
-@Handler
-def _snapshot_handler() -> FromArgs:
-    from ascendpatch.commands.snapshot import from_args
-
-    return from_args
-
-
-@Handler
-def _audit_handler() -> FromArgs:
-    from ascendpatch.commands.audit import from_args
-
-    return from_args
-
-
-@Handler
-def _diff_handler() -> FromArgs:
-    from ascendpatch.commands.snapshot import diff_from_args
-
-    return diff_from_args
-
-
-@Handler
-def _sandbox_handler() -> FromArgs:
-    from ascendpatch.commands.sandbox import from_args
-
-    return from_args
-
-
-@Handler
-def _bundle_handler() -> FromArgs:
-    from ascendpatch.commands.bundle import from_args
-
-    return from_args
-
-
-@Handler
-def _logs_handler() -> FromArgs:
-    from ascendpatch.commands.logs import from_args
-
-    return from_args
-
-
-@Handler
-def _smoke_handler() -> FromArgs:
-    from ascendpatch.commands.smoke import from_args
-
-    return from_args
-
-
-@Handler
-def _check_launch_handler() -> FromArgs:
-    from ascendpatch.commands.launch import from_args
-
-    return from_args
-
-
-@Handler
-def _stop_handler() -> FromArgs:
-    from ascendpatch.commands.stop import from_args
-
-    return from_args
-
-
-@Handler
-def _capture_handler() -> FromArgs:
-    from ascendpatch.commands.capture import from_args
-
-    return from_args
-
-
-@Handler
-def _port_handler() -> FromArgs:
-    from ascendpatch.commands.port import from_args
-
-    return from_args
-
-
-@Handler
-def _catalog_check_handler() -> FromArgs:
-    from ascendpatch.commands.port import catalog_from_args
-
-    return catalog_from_args
-
-
-@Handler
-def _fleet_report_handler() -> FromArgs:
-    from ascendpatch.commands.fleet import from_args
-
-    return from_args
-
-
-@Handler
-def _manifests_handler() -> FromArgs:
-    from ascendpatch.commands.manifests import from_args
-
-    return from_args
-
-
-class Command(NamedTuple):
     name: str
-    help: str
-    handler: Handler  # imports its command module when the command runs
-    configure: Callable[[argparse.ArgumentParser], None]
+    help: str  # its line in `ascendpatch --help`
+    description: str  # `ascendpatch NAME --help`: what it does and what it exits with
+    example: str  # one command line, shown under the description
+    run: FromArgs  # parsed arguments -> the command's typed run
+    configure: Callable[[argparse.ArgumentParser], None] = no_options  # its own options
     source: bool = False  # takes --wheelhouse / --offline
 
 
-COMMANDS = (
-    Command("apply", "apply artifacts (idempotent)", _apply_handler, _apply),
-    Command("plan", "what apply would do, with diffs", _plan_handler, _plan),
-    Command("revert", "restore the original files", _revert_handler, _revert),
-    Command("status", "each artifact and file's state", _status_handler, _ids),
-    Command("verify", "read-only check of pins, patches, dependencies, probes, env",
-            _verify_handler, _verify),
-    Command("install", "install the stack's pins and REQs without touching torch",
-            _install_handler, _install, source=True),
-    Command("lock", "compile the manifest's stack into a hashed lock (pip-tools)",
-            _lock_handler, _output, source=True),
-    Command("snapshot", "write a JSON record of the target", _snapshot_handler,
-            _snapshot),
-    Command("audit", "check every installed file against its RECORD", _audit_handler,
-            _audit),
-    Command("diff", "compare two snapshots", _diff_handler, _diff),
-    Command("sandbox", "a throwaway target: real vllm-ascend wheel + stand-ins",
-            _sandbox_handler, _sandbox, source=True),
-    Command("bundle", "build a wheelhouse of ascendpatch for offline hosts",
-            _bundle_handler, _bundle),
-    Command("logs", "triage serve logs: known-benign, known faults, unknown",
-            _logs_handler, _logs),
-    Command("smoke", "GET /v1/models, then one chat completion with top_p=0.9",
-            _smoke_handler, _smoke),
-    Command("check-launch", "check a vllm serve command line and/or a deploy config",
-            _check_launch_handler, _launch),
-    Command("stop", "stop a server: TERM its group, wait, KILL, then leftovers",
-            _stop_handler, _stop),
-    Command("capture", "turn edits of an installed distribution into a patch",
-            _capture_handler, _capture, source=True),
-    Command("port", "check (and --write) a diff artifact against another release",
-            _port_handler, _port, source=True),
-    Command("catalog-check", "matrix of diff artifacts x releases",
-            _catalog_check_handler, _catalog_check, source=True),
-    Command("fleet-report", "drift of many hosts' snapshots against a baseline",
-            _fleet_report_handler, _fleet_report),
-    Command("manifests", "list the bundled manifests", _manifests_handler, _nothing),
-)
+class Command(NamedTuple):
+    """A command as known before its module is imported: the module's name."""
+
+    module: str
+
+    @property
+    def name(self) -> str:
+        return self.module.replace("_", "-")
 
 
-# Each subcommand's description (what it does and what it exits with) and one example, shown by
-# `ascendpatch COMMAND --help`. A command added to COMMANDS needs an entry here (a test says so).
-DOCS: dict[str, tuple[str, str]] = {
-    "apply": ("Bring the selected artifacts to their applied state. Idempotent: a second run "
-              "changes zero bytes. Ends with a recap: ok=N changed=N skipped=N failed=N. Exit 0 "
-              "when everything is applied, 1 on a conflict or refusal (with --dry-run: 1 when "
-              "changes are pending).",
-              "ascendpatch --python /usr/local/python3.12.13/bin/python3 apply --dry-run --diff"),
-    "plan": ("What apply would do, with the unified diff of each change. Exit 1 when changes "
-             "are pending.", "ascendpatch --python ./ascendpatch-sandbox/bin/python plan"),
-    "revert": ("Restore byte-identical originals from backups (or by reversing the patch and "
-               "checking against the wheel's RECORD). Ends with the same recap as apply.",
-               "ascendpatch --python ./ascendpatch-sandbox/bin/python revert --dry-run"),
-    "status": ("Each artifact and file with its state: pristine, applied, partial or conflict. "
-               "Exit 1 when anything is not in the desired state.",
-               "ascendpatch --python ./ascendpatch-sandbox/bin/python status"),
-    "verify": ("Read-only: stack pins, artifact states, dependency consistency, operator probes, "
-               "CANN / ATB environment and required env vars. Exit 1 on any [FAIL].",
-               "ascendpatch --python ./ascendpatch-sandbox/bin/python verify --no-probes"),
-    "install": ("Install the manifest's pins and REQs with the target's pip; refuses when torch, "
-                "torch-npu or another protected package would change. --dry-run exits 1 when the "
-                "change set is not empty.",
-                "ascendpatch --python ./ascendpatch-sandbox/bin/python install --dry-run"),
-    "lock": ("Compile the manifest's stack into a hashed requirements lock with pip-tools, "
-             "resolved for the target's Python; protected packages stay with the image.",
-             "ascendpatch --manifest vllm-ascend-0.18.0 lock -o stack.lock"),
-    "snapshot": ("Write a JSON record of the target (distributions, artifact states, hashes).",
-                 "ascendpatch --python ./ascendpatch-sandbox/bin/python snapshot -o before.json"),
-    "audit": ("Check every installed file against its RECORD, rpm -V style: changed, missing, "
-              "orphans; ascendpatch's own patches are shown as expected. Exit 1 on drift.",
-              "ascendpatch --python ./ascendpatch-sandbox/bin/python audit"),
-    "diff": ("Compare two snapshots (two nodes, or before/after an image rebuild). Exit 1 when "
-             "they differ.", "ascendpatch diff before.json after.json"),
-    "sandbox": ("Build (or check) a throwaway target: the real vllm-ascend wheel plus labelled "
-                "stand-ins for torch / torch-npu. Runs on any machine, no NPU needed.",
-                "ascendpatch sandbox ./ascendpatch-sandbox --vllm-ascend 0.18.0"),
-    "bundle": ("Build a wheelhouse (ascendpatch, its dependencies, pip-tools) for air-gapped "
-               "hosts; install there with: bash install.sh --wheelhouse DIR.",
-               "ascendpatch bundle ./wheels"),
-    "logs": ("Triage vLLM serve logs: known-benign lines (why), known faults (fix), unknown "
-             "lines for a human, and the markers the manifest requires.",
-             "ascendpatch logs serve-rank0.log serve-rank1.log"),
-    "smoke": ("GET /v1/models, then one chat completion with top_p=0.9 (the request that used "
-              "to kill EngineCore); names model-id mismatches.",
-              "ascendpatch smoke --url http://127.0.0.1:8000 --model Muse-Glimmer-30B"),
-    "check-launch": ("Check a vllm serve command line and/or a deploy config before launching.",
-                     "ascendpatch check-launch -- vllm serve /models/m --quantization ascend"),
-    "stop": ("Stop a vLLM server: TERM its process group, wait, KILL, then its leftover "
-             "EngineCore / Worker processes.", "ascendpatch stop --pidfile serve.pid"),
-    "capture": ("Turn edits of an installed distribution into a patch (and a manifest entry).",
-                "ascendpatch --python ./ascendpatch-sandbox/bin/python capture vllm-ascend "
-                "--id my-fix --output my-fix.patch"),
-    "port": ("Check a diff artifact against another vllm-ascend release, hunk by hunk; --write "
-             "adds the ported variant.",
-             "ascendpatch port sampler-topk-topp-fallback --to 0.27.1rc1"),
-    "catalog-check": ("Matrix of every diff artifact against every release with wheels (a table "
-                      "on a terminal, --json, --markdown FILE).",
-                      "ascendpatch catalog-check 0.18.0 0.23.0"),
-    "fleet-report": ("Compare many hosts' snapshots against a baseline (the majority per "
-                     "package / patch, or --baseline): a table per host, drift in red, an "
-                     "optional HTML page. Exit 1 on drift or a missing host.",
-                     "ascendpatch fleet-report snapshots/ --hosts hosts.txt -o fleet.html"),
-    "manifests": ("List the bundled manifests, each validated, with their pins and artifacts "
-                  "(optional ones marked).", "ascendpatch manifests --json"),
-}
+# Every command, in the order of `ascendpatch --help`: ascendpatch/commands/MODULE.py each.
+COMMANDS = tuple(map(Command, (
+    "apply", "plan", "revert", "status", "verify", "install", "lock", "snapshot", "audit",
+    "diff", "sandbox", "bundle", "logs", "smoke", "check_launch", "stop", "capture", "port",
+    "catalog_check", "fleet_report", "manifests",
+)))
 
 
-def describe(command: Command) -> tuple[str, str]:
-    """(description, epilog) for the command's --help."""
-    description, example = DOCS.get(command.name, (command.help, ""))
-    return description, (f"example:\n  {example}" if example else "")
+def load(command: Command) -> CommandSpec:
+    """Import the command's module and return its COMMAND (a wrong one fails here, by name)."""
+    import importlib
+
+    spec = getattr(importlib.import_module(f"ascendpatch.commands.{command.module}"),
+                   "COMMAND", None)
+    if not isinstance(spec, CommandSpec) or spec.name != command.name:
+        raise TypeError(f"ascendpatch.commands.{command.module}.COMMAND is not the "
+                        f"CommandSpec of {command.name!r}: {spec!r}")
+    return spec
+
+
+class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The subcommands: every name known up front, a command's parser built (its module
+    imported) only when the command is named on the line, all of them for the help that lists
+    them (``_get_subactions``) and for whoever calls load_all (completion, tests)."""
+
+    def expect(self, commands: Sequence[Command], common: argparse.ArgumentParser,
+               source: argparse.ArgumentParser) -> None:
+        self._order = tuple(c.name for c in commands)
+        self._waiting = {c.name: c for c in commands}
+        self._parents = {False: [common], True: [common, source]}
+        # argparse checks the command word against choices (and lists them in its error)
+        # before it calls __call__: names suffice there, no module is imported for them
+        self.choices = self._order  # type: ignore[assignment]
+
+    def load(self, name: str) -> None:
+        command = self._waiting.pop(name, None)
+        if command is None:
+            return
+        spec = load(command)
+        child = self.add_parser(spec.name, parents=self._parents[spec.source], help=spec.help,
+                                description=spec.description,
+                                epilog=f"example:\n  {spec.example}",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+        spec.configure(child)
+        child.set_defaults(handler=spec.run)
+
+    def load_all(self) -> None:
+        """Every command's parser, in COMMANDS order whatever was loaded first."""
+        for name in self._order:
+            self.load(name)
+        parsers = {name: self._name_parser_map[name] for name in self._order}
+        self._name_parser_map.clear()
+        self._name_parser_map.update(parsers)
+        self._choices_actions.sort(key=lambda action: self._order.index(action.dest))
+        self.choices = self._name_parser_map
+
+    def _get_subactions(self) -> list[argparse.Action]:
+        self.load_all()
+        return super()._get_subactions()
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        self.load(values[0])
+        super().__call__(parser, namespace, values, option_string)

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from ascendpatch import __version__
+from ascendpatch import __version__, redact
 
 ENV_VAR = "ASCENDPATCH_LOG_DIR"
 
@@ -44,18 +44,20 @@ def _private_folder(folder: Path) -> Path | None:
 
 
 def write(exc: BaseException, argv: Sequence[str]) -> str:
-    """Write the log into the private log folder (mode 0700) with a fresh, unpredictable
-    file (``mkstemp``: ``O_EXCL | O_NOFOLLOW``); a planted link is never followed. Where that
-    folder is unusable, a fresh private folder from ``mkdtemp`` takes it."""
+    """Write the log, credentials masked (ascendpatch.redact), into the private log folder
+    (mode 0700) with a fresh, unpredictable file (``mkstemp``: ``O_EXCL | O_NOFOLLOW``); a
+    planted link is never followed. Where that folder is unusable, a fresh private folder from
+    ``mkdtemp`` takes it."""
     lines = [
         f"ascendpatch {__version__}",
         f"python {sys.version.split()[0]} ({sys.executable})",
         f"platform {platform.platform()}",
-        f"argv {list(argv)}",
+        f"argv {redact.argv(argv)}",
         "",
         *traceback.format_exception(type(exc), exc, exc.__traceback__),
     ]
-    text = "\n".join(line.rstrip("\n") for line in lines) + "\n"
+    # the traceback's messages can quote a URL or a NAME=value given on the command line
+    text = "\n".join(redact.text(line.rstrip("\n")) for line in lines) + "\n"
     prefix = time.strftime("error-%Y%m%d-%H%M%S") + f"-{os.getpid()}-"
     folder = _private_folder(log_dir())
     try:

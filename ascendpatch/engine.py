@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_optional
 from ascendpatch.kinds import KINDS
-from ascendpatch.kinds.base import FileFinding
+from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, Skip
+from ascendpatch.manifest.model import Artifact
 from ascendpatch.planner import ArtifactPlan, evaluate
-from ascendpatch.results import ArtifactResult, FileResult, Level, Status
+from ascendpatch.results import ArtifactResult, FileChange, FileResult, Level, Status
 from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
 
 
-def _file_results(files: Sequence[FileFinding], after: dict[str, bytes | None] | None = None,
-                  state: str | None = None) -> tuple[FileResult, ...]:
+def _file_results(files: Sequence[FileFinding], after: dict[str, Content] | None = None,
+                  state: FileState | None = None) -> tuple[FileResult, ...]:
     out = []
     for finding in files:
-        new = after.get(finding.rel, finding.current) if after is not None else finding.current
-        out.append(FileResult(finding.rel, state or finding.state.value,
-                              sha256_optional(finding.current), sha256_optional(new)))
+        now = finding.current_sha256
+        new = after[finding.rel].sha256 if after is not None and finding.rel in after else now
+        out.append(FileResult(finding.rel, state or finding.state, now, new))
     return tuple(out)
 
 
@@ -95,47 +96,52 @@ def unified_diff(plan: ArtifactPlan) -> str:
 # ---------------------------------------------------------------------------- apply
 
 
-class Batch:
+@dataclass(frozen=True)
+class Writes:
+    """One artifact's changes, waiting in a transaction; ``diff``: apply --diff's text."""
+
+    plan: ArtifactPlan
+    changes: list[Change]
+    keep: list[bytes]  # the pristine originals revert will need, backed up first
+    diff: str = ""
+
+
+class _Transaction:
     """The writes of several artifacts as one transaction: one journal, one ledger write.
 
     ``apply`` of a whole catalog collects each artifact's changes here and commits them
     together (a crash rolls back the batch; re-running is safe). An artifact that touches a
-    file already in the batch makes the caller flush first, so it is evaluated on the file
-    as the earlier artifacts left it.
+    file already in the batch makes :func:`execute` commit first, so it is evaluated on the
+    file as the earlier artifacts left it.
     """
 
     def __init__(self, store: LedgerStore) -> None:
         self.store = store
-        self._items: list[tuple[ArtifactResult, ArtifactPlan, list[Change], list[bytes]]] = []
+        self._writes: list[Writes] = []
         self._paths: set[str] = set()
 
     def touches(self, plan: ArtifactPlan) -> bool:
         return any(_real(f.path) in self._paths for f in plan.files)
 
-    def add(self, plan: ArtifactPlan, changes: list[Change], keep: list[bytes]) \
-            -> ArtifactResult:
-        pending = _result(plan, Status.NOT_APPLIED, Level.WARN,
-                          f"{plan.artifact.title}: pending")
-        self._items.append((pending, plan, changes, keep))
-        self._paths.update(_real(f.path) for f in plan.files)
-        return pending
+    def add(self, writes: Writes) -> None:
+        self._writes.append(writes)
+        self._paths.update(_real(f.path) for f in writes.plan.files)
 
-    def flush(self, results: list[ArtifactResult]) -> None:
-        """Commit everything added; replace each pending result by its re-checked one."""
-        if not self._items:
+    def commit(self) -> Iterator[ArtifactResult]:
+        """Commit everything added, then yield each artifact's re-checked result."""
+        if not self._writes:
             return
-        items, self._items, self._paths = self._items, [], set()
+        writes, self._writes, self._paths = self._writes, [], set()
 
         def update(ledger: Ledger) -> Ledger:
-            for _, plan, _, _ in items:
-                ledger = _record(ledger, plan, self.store)
+            for each in writes:
+                ledger = _record(ledger, each.plan, self.store)
             return ledger
 
-        self.store.commit([c for _, _, changes, _ in items for c in changes], update,
-                          keep=[k for _, _, _, keep in items for k in keep])
-        for pending, plan, _, _ in items:
-            index = next(i for i, r in enumerate(results) if r is pending)
-            results[index] = _recheck(plan, "applied")
+        self.store.commit([c for each in writes for c in each.changes], update,
+                          keep=[k for each in writes for k in each.keep])
+        for each in writes:
+            yield _recheck(each.plan, "applied", each.diff)
 
 
 def _real(path: Path) -> str:
@@ -143,8 +149,30 @@ def _real(path: Path) -> str:
     return os.path.realpath(path)
 
 
-def apply_artifact(plan: ArtifactPlan, store: LedgerStore, *, force: bool, dry_run: bool,
-               batch: Batch | None = None) -> ArtifactResult:
+def execute(prepared: Iterable[tuple[Artifact, ArtifactSite | Skip]], store: LedgerStore, *,
+            force: bool = False, dry_run: bool = False, diff: bool = False) \
+        -> Iterator[ArtifactResult]:
+    """Apply each artifact, in one transaction for the whole run (a catalog: < 1 s); yield
+    each result once it is final: at once when nothing is to be written, else once its
+    transaction is committed and re-checked. ``diff``: a result applied now carries the
+    unified diff of its change (apply --diff, like Ansible)."""
+    batch = _Transaction(store)
+    for artifact, site in prepared:
+        plan = evaluate(artifact, site)
+        if batch.touches(plan):  # an earlier artifact shares a file: write it first,
+            yield from batch.commit()
+            plan = evaluate(artifact, site)  # then look again
+        outcome = apply_artifact(plan, force=force, dry_run=dry_run, diff=diff)
+        if isinstance(outcome, Writes):
+            batch.add(outcome)
+        else:
+            yield outcome
+    yield from batch.commit()
+
+
+def apply_artifact(plan: ArtifactPlan, *, force: bool, dry_run: bool, diff: bool = False) \
+        -> ArtifactResult | Writes:
+    """The final result when nothing is to be written (or ``dry_run``), else the writes."""
     if plan.skip is not None:
         return skipped(plan)
     empty = nothing_to_do(plan)
@@ -158,19 +186,17 @@ def apply_artifact(plan: ArtifactPlan, store: LedgerStore, *, force: bool, dry_r
     if failure is not None:
         return failure
     pending = [f for f in plan.files if f.state is not FileState.APPLIED]
-    after = {f.rel: f.desired.data for f in pending}
+    after = {f.rel: f.desired for f in pending}
     if dry_run:
-        return _result(plan, Status.NOT_APPLIED, Level.WARN, f"{title}: would be applied",
-                       files=_file_results(plan.files, after, FileState.PRISTINE.value),
+        return _result(plan, Status.PENDING, Level.WARN, f"{title}: would be applied",
+                       files=_file_results(plan.files, after, FileState.PRISTINE),
                        diff=unified_diff(plan))
     changes = [Change(f.path, f.current, f.desired.data, link=f.desired.link,
                       mode=f.desired.mode) for f in pending]
-    originals = [f.original.data for f in plan.files
-                 if f.original.known and f.original.data is not None]
-    if batch is not None:
-        return batch.add(plan, changes, originals)
-    store.commit(changes, lambda ledger: _record(ledger, plan, store), keep=originals)
-    return _recheck(plan, "applied")
+    befores = [c.before for c in changes]  # backed up anyway: each content once
+    originals = [f.original.data for f in plan.files if f.original.known
+                 and f.original.data is not None and f.original.data not in befores]
+    return Writes(plan, changes, originals, unified_diff(plan) if diff else "")
 
 
 def _record(ledger: Ledger, plan: ArtifactPlan, store: LedgerStore) -> Ledger:
@@ -181,15 +207,16 @@ def _record(ledger: Ledger, plan: ArtifactPlan, store: LedgerStore) -> Ledger:
         if previous is not None:
             before = previous.sha256_before
         elif finding.original.known:
-            before = sha256_optional(finding.original.data)
+            before = finding.original.sha256
         else:
-            before = sha256_optional(finding.current)
-        files[rel] = LedgerFile(before, sha256_optional(finding.desired.data), before, now())
+            before = finding.current_sha256
+        files[rel] = LedgerFile(before, finding.desired.sha256, before, now())
     return {**ledger, plan.artifact.id: files}
 
 
-def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
-    """Re-read the target after writing: report what is really there, not what we hoped."""
+def _recheck(plan: ArtifactPlan, verb: str, diff: str = "") -> ArtifactResult:
+    """Re-read the target after writing: report what is really there, not what we hoped;
+    ``diff``: the change as written, kept on a result that is applied."""
     assert plan.site is not None
     fresh = evaluate(plan.artifact, plan.site)
     title = plan.artifact.title
@@ -198,12 +225,13 @@ def _recheck(plan: ArtifactPlan, verb: str) -> ArtifactResult:
     for old in plan.files:  # paired by path: a kind may list fewer files once applied
         new = now_by_path.get(old.path)
         current = new.current if new else (old.path.read_bytes() if old.path.is_file() else None)
-        state = new.state.value if new else (
-            "removed" if current is None else FileState.APPLIED.value)
-        files.append(FileResult(old.rel, state, sha256_optional(old.current),
-                                sha256_optional(current)))
+        state: FileState | FileChange = new.state if new else (
+            FileChange.REMOVED if current is None else FileState.APPLIED)
+        files.append(FileResult(old.rel, state, old.current_sha256,
+                                new.current_sha256 if new else sha256_optional(current)))
     if verb == "applied" and fresh.state in (FileState.APPLIED, None):
-        return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=tuple(files))
+        return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=tuple(files),
+                       diff=diff)
     if verb == "reverted":
         return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=tuple(files))
     return _result(plan, Status.FAILED, Level.FAIL,
@@ -244,6 +272,15 @@ def _ledger_only(plan: ArtifactPlan, store: LedgerStore, records: dict[str, Ledg
     return changes
 
 
+def revert_all(prepared: Sequence[tuple[Artifact, ArtifactSite | Skip]], store: LedgerStore, *,
+               dry_run: bool = False) -> Iterator[ArtifactResult]:
+    """Revert each artifact in reverse order of application, one transaction each; yield
+    each result once it is final (written and re-checked)."""
+    for artifact, site in reversed(prepared):
+        yield revert_artifact(evaluate(artifact, site), store, store.load_ledger(),
+                              dry_run=dry_run)
+
+
 def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
                 dry_run: bool = False) -> ArtifactResult:
     if plan.skip is not None:
@@ -271,7 +308,7 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
                        files=_file_results(plan.files))
     if dry_run:
         names = ", ".join([r.finding.rel for r in restores] + [store.rel(c.path) for c in extra])
-        return _result(plan, Status.APPLIED, Level.WARN, f"{title}: would be reverted ({names})",
+        return _result(plan, Status.PENDING, Level.WARN, f"{title}: would be reverted ({names})",
                        files=_file_results(plan.files))
     root = plan.site.root if plan.site else None  # a file the patch created goes with
     changes = [Change(r.finding.path, r.finding.current, r.data,  # the folders it emptied
@@ -284,7 +321,7 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
 def _original(finding: FileFinding, record: LedgerFile | None, store: LedgerStore) \
         -> tuple[bytes | None] | None:
     """The content to restore, wrapped in a 1-tuple (its data may be None = remove)."""
-    if record is not None and record.sha256_after == sha256_optional(finding.current):
+    if record is not None and record.sha256_after == finding.current_sha256:
         if record.sha256_before is None:
             return (None,)
         backup = store.read_backup(record.backup)

@@ -6,6 +6,8 @@ usage (nothing changed), 3 unexpected error, 130 interrupted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -71,3 +73,12 @@ class StateError(InvalidInputError):
 
 class WriteFaultError(AscendpatchError):
     """The file system refused a write (disk full, read-only, no permission); nothing changed."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C after a commit point: ``committed`` stays in place (the store's session says
+    what it committed), so the message must not promise a rollback."""
+
+    def __init__(self, committed: Sequence[str]) -> None:
+        super().__init__(*committed)
+        self.committed = tuple(committed)

@@ -4,12 +4,21 @@ Defined here, below both users: the diff engine (:mod:`ascendpatch.patchfile.dif
 decides it per hunk and per file from content, every kind (:mod:`ascendpatch.kinds`) reports
 it per file, and the planner folds an artifact's files into one with :meth:`FileState.combine`.
 A hunk is never ``partial``; a file or an artifact can be.
+
+:class:`Content` lives here for the same reason: the diff engine says what a file holds before
+and after a patch, the kinds say it for every file, and the engine and the store hash it. It
+carries its sha256, computed on first use and kept: one apply used to hash the same bytes
+about ten times (the kind, the ledger record, the re-check each hashed them again).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from ascendpatch.hashing import sha256_optional
 
 
 class FileState(str, enum.Enum):
@@ -33,3 +42,21 @@ class FileState(str, enum.Enum):
         if len(seen) == 1:
             return seen.pop()
         return cls.PARTIAL
+
+
+@dataclass(frozen=True)
+class Content:
+    """File content that may be unknown: ``known`` False means we cannot tell it."""
+
+    data: bytes | None  # None: the file is (or should be) absent
+    known: bool = True
+    link: str | None = None  # the file is (or should be) a symlink to this relative target
+    mode: int | None = None  # permission bits to give a file this content creates
+
+    @cached_property
+    def sha256(self) -> str | None:
+        """The hex digest of ``data`` (None: absent or unknown), computed once."""
+        return sha256_optional(self.data) if self.known else None
+
+
+UNKNOWN = Content(None, known=False)

@@ -131,9 +131,10 @@ def line(level: Level, text: str, *, color: str = "auto", stream: IO[str] | None
 
 def render(result: CommandResult, *, as_json: bool, color: str,
            stream: IO[str] | None = None, quiet: bool = False,
-           shown: frozenset[int] = frozenset(), invocation: str = "ascendpatch") -> None:
-    """The whole result; ``shown`` holds id()s of items already streamed by the reporter;
-    hints ("run: ascendpatch apply X") repeat ``invocation`` (the --python / --manifest given)."""
+           streamed: bool = False, invocation: str = "ascendpatch") -> None:
+    """The whole result. ``streamed``: a reporter was showing items as they came (the CLI), so
+    the items of a result that streamed them are not shown again; hints ("run: ascendpatch
+    apply X") repeat ``invocation`` (the --python / --manifest given)."""
     out = stream or sys.stdout
     if as_json:
         out.write(json.dumps(to_json(result, invocation), indent=2) + "\n")
@@ -146,8 +147,8 @@ def render(result: CommandResult, *, as_json: bool, color: str,
     for note in result.notes:
         console.line(level_line(Level.WARN, hint(note, invocation)))
     table = _matrix_table(result) if not isinstance(console, _Plain) else None
-    for item in result.results:
-        if id(item) in shown or (quiet and item.level not in _PROBLEMS):
+    for item in () if streamed and result.streamed else result.results:
+        if quiet and item.level not in _PROBLEMS:
             continue
         if table is not None and item.level is Level.OK:
             continue  # on a terminal the table says it
@@ -221,7 +222,7 @@ def _diff_line(text: str) -> Line:
 
 def _render_recap(console: Writer, result: CommandResult, quiet: bool) -> None:
     """On stderr, like the other summaries: stdout keeps one greppable line per artifact."""
-    if not result.command.startswith(("apply", "revert")):
+    if not result.has_recap:
         return
     recap = result.recap()
     if quiet and not recap["failed"]:
@@ -295,7 +296,7 @@ def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str,
         "results": [item_json(r, invocation) for r in result.results],
         "notes": [hint(note, invocation) for note in result.notes],
     }
-    if result.command.startswith(("apply", "revert")):
+    if result.has_recap:
         doc["recap"] = result.recap()
     if result.payload is not None:
         doc["payload"] = result.payload
@@ -370,7 +371,8 @@ class ConsoleReporter:
 
     Spinner / bar: on stderr, only when stderr is a terminal with colour (not under NO_COLOR,
     --color never, -q). -v: command lines and their output on stderr. Items: printed on stdout
-    as they are reported (not with --json), and remembered so the final render skips them."""
+    as they are reported (not with --json); the final render of a ``streamed`` result skips
+    them."""
 
     def __init__(self, *, color: str, verbose: bool = False, quiet: bool = False,
                  as_json: bool = False, invocation: str = "ascendpatch") -> None:
@@ -380,7 +382,6 @@ class ConsoleReporter:
         self.quiet = quiet
         self.as_json = as_json
         self.animate = (not quiet and _isatty(sys.stderr) and use_color(color, sys.stderr))
-        self.shown: set[int] = set()
         self.reader_gone = False
         self._live: Any = None
         self._depth = 0
@@ -442,7 +443,6 @@ class ConsoleReporter:
     def item(self, item: Item, show_diff: bool = False) -> None:
         if self.as_json or self.reader_gone:
             return
-        self.shown.add(id(item))
         if self.quiet and item.level not in _PROBLEMS:
             return
         try:

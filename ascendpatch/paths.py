@@ -1,11 +1,16 @@
-"""The form of a relative path from a manifest or a patch header (pure: no file system).
+"""The form of a relative path from a manifest or a patch header (pure: no file system), and
+the one way to open a file ascendpatch reads but does not own (a target's file, a log, a pid
+file, a state or cache file) without hanging on what is planted there.
 
-Where such a path really leads (links resolved) is :class:`ascendpatch.store.root.Root`'s job,
-which checks the form here first."""
+Where a relative path really leads (links resolved) is :class:`ascendpatch.store.root.Root`'s
+job, which checks the form here first."""
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+import os
+import stat
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from ascendpatch.errors import UnsafePathError
 
@@ -21,3 +26,51 @@ def check_relative(rel: str, *, origin: str) -> PurePosixPath:
     if any(part == ".." for part in pure.parts):
         raise UnsafePathError(f"{origin}: path {rel!r} contains '..' and would leave the target")
     return pure
+
+
+# O_NONBLOCK: opening a FIFO for reading would wait for a writer; O_NOCTTY: a terminal device
+# never becomes our controlling terminal.
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class NotRegularFileError(Exception):
+    """The path holds a FIFO, a device, a folder or a socket, not a regular file."""
+
+    def __init__(self, path: Path | str, mode: int) -> None:
+        super().__init__(f"{path} is {describe_mode(mode)}, not a regular file")
+        self.path = Path(path)
+        self.mode = mode
+
+    @property
+    def is_folder(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def what(self) -> str:
+        return describe_mode(self.mode)
+
+
+def describe_mode(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a folder" if stat.S_ISDIR(mode) else "not a file"
+
+
+def open_regular(path: Path | str, *, follow_links: bool = True) \
+        -> tuple[BinaryIO, os.stat_result]:
+    """``path`` opened for reading, with its fstat, only when it is a regular file: a FIFO or a
+    device is refused before anything is read, so no command hangs on one (or reads /dev/zero
+    forever). Raises what ``os.open`` raises (FileNotFoundError; with ``follow_links`` False,
+    ELOOP for a symbolic link) and :class:`NotRegularFileError`."""
+    fd = os.open(path, _READ_FLAGS | (0 if follow_links else os.O_NOFOLLOW))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFileError(path, info.st_mode)
+        os.set_blocking(fd, True)  # a regular file: reads must not fail with EAGAIN (FUSE, NFS)
+        return os.fdopen(fd, "rb"), info
+    except BaseException:
+        os.close(fd)
+        raise

@@ -9,30 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ascendpatch.env.target import Distribution, Target
-from ascendpatch.errors import AscendpatchError, InvalidInputError
+from ascendpatch.env.target import Target
+from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
-from ascendpatch.kinds import KINDS, PLANNED_KINDS
-from ascendpatch.kinds.base import ArtifactSite, FileFinding, read_target_file
-from ascendpatch.kinds.diff import load_patch
+from ascendpatch.kinds import KINDS
+from ascendpatch.kinds.base import ArtifactSite, FileFinding, Skip
 from ascendpatch.manifest.loader import resolve_source
-from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
-from ascendpatch.patchfile import porting
-from ascendpatch.patchfile.diffpatch import FilePatch
+from ascendpatch.manifest.model import Artifact, Manifest, version_in
 from ascendpatch.results import Level
-from ascendpatch.store.root import Root
-
-
-@dataclass(frozen=True)
-class Skip:
-    reason: str
-    level: Level = Level.SKIP
-    fix: str = ""  # what the user can do about it, as data (output.py words it)
-
-    @classmethod
-    def from_error(cls, exc: AscendpatchError) -> Skip:
-        """An input this artifact needs is missing (e.g. ${MODEL_DIR} unset): a warning."""
-        return cls(exc.message, Level.WARN, exc.fix or "")
 
 
 @dataclass(frozen=True)
@@ -52,12 +36,8 @@ class ArtifactPlan:
 
 def select(manifest: Manifest, ids: list[str], enabled_extra: tuple[str, ...] = ()) \
         -> list[Artifact]:
-    """The artifacts a command acts on: named ones, else every enabled one (+ --with ones)."""
-    unknown_with = [i for i in enabled_extra if manifest.artifact(i) is None]
-    if unknown_with:
-        optional = ", ".join(a.id for a in manifest.artifacts if not a.enabled) or "none"
-        raise InvalidInputError(f"--with {', '.join(unknown_with)}: no such artifact in manifest "
-                                f"{manifest.name} (optional artifacts: {optional})")
+    """The artifacts a command acts on: named ones, else every enabled one (+ --with ones).
+    The --with ids were checked when the command's context was built (context.check_with)."""
     if ids:
         unknown = [i for i in ids if manifest.artifact(i) is None]
         if unknown:
@@ -70,10 +50,8 @@ def select(manifest: Manifest, ids: list[str], enabled_extra: tuple[str, ...] = 
 
 def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
                 required: bool = True) -> ArtifactSite | Skip:
-    """Pick the variant for the installed version, or say why the artifact does not apply."""
-    if artifact.kind in PLANNED_KINDS:
-        return Skip(f"kind {artifact.kind!r} ({PLANNED_KINDS[artifact.kind]}) is not supported "
-                    f"by this ascendpatch version yet", Level.WARN)
+    """Pick the variant for the installed version (the kind chooses), or say why the artifact
+    does not apply."""
     kind = KINDS[artifact.kind]
     if not kind.needs_distribution:  # e.g. the Hugging Face cache: its own root, no version
         try:
@@ -93,12 +71,9 @@ def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
     if artifact.not_needed and version_in(artifact.not_needed[0], version):
         return Skip(f"not needed for {dist.name} {dist.version}: "
                     f"{artifact.not_needed[1]}")
-    variant = artifact.variant_for(version)
-    if variant is None and artifact.needed_if is not None:
-        decided = _by_content(artifact, dist, env)
-        if isinstance(decided, Skip):
-            return decided
-        variant = decided
+    variant = kind.choose_variant(artifact, dist, env)
+    if isinstance(variant, Skip):
+        return variant
     if variant is None:
         return Skip(f"no variant for {dist.name} {dist.version} (covers "
                     f"{artifact.covered_versions()})", Level.WARN,
@@ -111,29 +86,6 @@ def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
             raise
         return Skip.from_error(exc)
     return ArtifactSite(artifact, variant, dist, dist.location, source, dict(env))
-
-
-def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) \
-        -> Variant | Skip:
-    """A release no variant covers: its own files say fixed upstream, patchable, or not."""
-    def read(rel: str) -> bytes | None:
-        path = Root(dist.location).join(rel, origin=f"artifact {artifact.id}")
-        return read_target_file(path, artifact)
-
-    def load(variant: Variant) -> tuple[FilePatch, ...]:
-        assert variant.source is not None
-        return load_patch(resolve_source(artifact, variant.source, env))
-
-    verdict = porting.by_content(artifact, read, load)
-    release = f"{dist.name} {dist.version}"
-    if verdict.word == porting.NOT_NEEDED:
-        return Skip(f"not needed for {release} (not in the catalog, decided by content): "
-                    f"{verdict.reason}")
-    if verdict.variant is None:
-        return Skip(f"{release} is not in the catalog and needs the fix by hand: "
-                    f"{verdict.reason}", Level.FAIL,
-                    f"ascendpatch port {artifact.id} --to {dist.version} --write")
-    return verdict.variant
 
 
 def prepare(artifacts: list[Artifact], target: Target, env: Mapping[str, str],

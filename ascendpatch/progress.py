@@ -2,19 +2,22 @@
 
 Core code never prints. It calls :func:`task` around a long step (a download, a pip run, the
 hashing of an audit), :func:`command` / :func:`output` for what ``-v`` shows, and :func:`item`
-when a result is final, so that it can be shown at once instead of at the end. The CLI installs
+(or :func:`stream`, over an iterator of final results) when a result is final, so that it can be
+shown at once instead of at the end (the command's result then says ``streamed``). The CLI installs
 a reporter from ``ascendpatch/output.py`` with :func:`reporting`; without one (tests, library
 use) every call does nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from ascendpatch.results import Item
+    from ascendpatch.results import ArtifactResult, CheckResult, Item
+
+    Final = TypeVar("Final", ArtifactResult, CheckResult)
 
 Advance = Callable[[int], None]  # advance(n): n more units of the task's total are done
 
@@ -67,7 +70,17 @@ def output(text: str) -> None:
 
 
 def item(result: Item, *, show_diff: bool = False) -> None:
-    """A final result, shown as it happens (the end-of-command rendering skips it);
-    ``show_diff``: what the command's result will say (plan, apply --diff)."""
+    """A final result, shown as it happens (the end-of-command rendering skips the items of
+    a ``streamed`` result); ``show_diff``: what the command's result will say (apply --diff)."""
     if _reporter is not None:
         _reporter.item(result, show_diff)
+
+
+def stream(results: Iterable[Final], *, show_diff: bool = False) -> list[Final]:
+    """Each result of ``results`` (final ones only) shown as it comes; all of them, in the
+    order they came."""
+    seen = []
+    for result in results:
+        item(result, show_diff=show_diff)
+        seen.append(result)
+    return seen

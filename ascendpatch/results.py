@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS
+from ascendpatch.filestate import FileState
 
 
 class Status(str, enum.Enum):
@@ -22,6 +23,22 @@ class Status(str, enum.Enum):
     FAILED = "failed"
     REVERTED = "reverted"
     NOT_APPLIED = "not-applied"
+    PENDING = "pending"  # plan / --dry-run: a change the real run would make
+
+
+# What a run changed, or (PENDING) would change: the recap's "changed" and, with PENDING, the
+# "changes pending" exit code of plan / --dry-run.
+CHANGES = frozenset({Status.APPLIED, Status.REVERTED, Status.PENDING})
+
+
+class FileChange(str, enum.Enum):
+    """A file's state after a write that the kind no longer lists (``FileResult.state``
+    holds a FileState's text or this)."""
+
+    REMOVED = "removed"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class Level(str, enum.Enum):
@@ -34,7 +51,7 @@ class Level(str, enum.Enum):
 @dataclass(frozen=True)
 class FileResult:
     path: str
-    state: str
+    state: FileState | FileChange
     sha256_before: str | None
     sha256_after: str | None
 
@@ -78,6 +95,8 @@ class CommandResult:
     extra: dict[str, object] = field(default_factory=dict)
     payload: str | None = None  # `-o -`: the document itself goes to stdout, the lines to stderr
     show_diff: bool = False  # plan, apply --diff: details and diffs shown for every item
+    streamed: bool = False  # each item went to progress.item when it became final
+    has_recap: bool = False  # apply / revert: the ok/changed/skipped/failed counts are shown
 
     @property
     def ok(self) -> bool:
@@ -103,7 +122,7 @@ def _recap_key(item: Item) -> str:
     if item.level is Level.FAIL:
         return "failed"
     if isinstance(item, ArtifactResult):
-        if _changes(item):
+        if item.status in CHANGES:
             return "changed"
         if item.status is Status.SKIPPED:
             return "skipped"
@@ -112,21 +131,17 @@ def _recap_key(item: Item) -> str:
     return "ok"
 
 
-def _changes(item: ArtifactResult) -> bool:
-    """Applied / reverted now, or (--dry-run, a WARN line) would be."""
-    if item.level is Level.WARN:
-        return item.status in (Status.NOT_APPLIED, Status.APPLIED)
-    return item.status in (Status.APPLIED, Status.REVERTED)
-
-
 # The JSON "status" of a check (verify, audit, ...), so that every item has one.
 CHECK_STATUS = {Level.OK: "ok", Level.SKIP: "skipped", Level.WARN: "warning",
                 Level.FAIL: "failed"}
 
+PENDING = frozenset({Status.PENDING})
 
-def pending_exit_code(results: Sequence[Item]) -> int:
+
+def pending_exit_code(results: Sequence[Item], pending: frozenset[Status] = PENDING) -> int:
     """plan / --dry-run / status: 1 when anything is not in the desired state (pip-tools style):
-    the "changes pending" exit code is 1, the same as "problems found"."""
-    bad = any(r.level is Level.FAIL or (isinstance(r, ArtifactResult) and _changes(r))
+    the "changes pending" exit code is 1, the same as "problems found". ``pending``: the
+    statuses that mean a change is due (status adds NOT_APPLIED: apply would change it)."""
+    bad = any(r.level is Level.FAIL or (isinstance(r, ArtifactResult) and r.status in pending)
               for r in results)
     return EXIT_PROBLEMS if bad else EXIT_OK

@@ -51,7 +51,7 @@ def engine_pass(jobs: list[tuple[bytes, bytes | None]]) -> float:
         for patch in parse_patch(text, origin="bench"):
             analysis = analyze(patch, current)
             if analysis.state is FileState.PRISTINE:
-                apply_forward(patch, current, analysis)
+                apply_forward(analysis)
     return time.perf_counter() - start
 
 

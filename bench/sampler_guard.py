@@ -42,7 +42,7 @@ def _identity(logits: torch.Tensor, p: Any = None, k: Any = None) -> torch.Tenso
 def files(folder: Path) -> tuple[str, str]:
     original = wheels.wheel_member(VERSION, wheels.SAMPLER)
     (patch,) = load_patch(PATCH)
-    patched = apply_forward(patch, original, analyze(patch, original))
+    patched = apply_forward(analyze(patch, original))
     assert patched is not None
     (folder / "original.py").write_bytes(original)
     (folder / "patched.py").write_bytes(patched)

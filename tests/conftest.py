@@ -6,6 +6,9 @@ import pytest
 
 from tests.kit import isolate
 
+# Any write to the real home directory fails the test (tests/kit/homeguard.py).
+pytest_plugins = ["tests.kit.homeguard"]
+
 
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:

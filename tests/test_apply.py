@@ -271,7 +271,6 @@ def test_unexpected_error_exit_3_with_log(env: dict[str, Path],
         raise RuntimeError("simulated bug")
 
     monkeypatch.setattr(engine, "apply_artifact", boom)
-    monkeypatch.setattr("ascendpatch.commands.apply.apply_artifact", boom)
     result = cli(env, "apply")
     assert result.code == 3
     assert "unexpected error: RuntimeError: simulated bug" in result.err
@@ -285,3 +284,70 @@ def test_color_always_uses_ansi_and_keeps_brackets_literal(env: dict[str, Path])
     assert "\x1b[" not in plain.out and "\x1b[" in colored.out
     assert plain.out.startswith("[WARN] demo fix not applied")
     assert "[WARN]" in colored.out and "demo fix not applied" in colored.out
+
+
+def _ctrl_c_in(monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """A ^C raised from ``target`` (a dotted name in the store's modules)."""
+
+    def interrupt(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(target, interrupt)
+
+
+def test_ctrl_c_after_the_commit_point_names_what_the_session_committed(
+        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's session says what it committed (no process-wide list to read)."""
+    _ctrl_c_in(monkeypatch, "ascendpatch.store.garbage.collect")  # just after the commit point
+    done = cli(env, "--color", "never", "apply")
+    assert done.code == 130
+    assert done.err == (f"[FAIL] interrupted after the commit point: 2 file(s) in {env['site']} "
+                        f"applied in full, not rolled back; run 'ascendpatch status' to see "
+                        f"every artifact's state\n")
+    monkeypatch.undo()
+    assert cli(env, "status").code == 0
+
+
+def test_ctrl_c_before_the_commit_point_is_rolled_back_even_after_an_earlier_run(
+        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli(env, "apply").code == 0  # a commit by an earlier run in this process
+    _ctrl_c_in(monkeypatch, "ascendpatch.store.journal.Transaction._replace")
+    done = cli(env, "--color", "never", "revert")
+    assert done.code == 130
+    assert done.err == "[FAIL] interrupted; any change in progress was rolled back\n"
+    monkeypatch.undo()
+    assert cli(env, "status").code == 0
+
+
+def test_execute_yields_a_written_result_only_once_its_transaction_is_committed(
+        env: dict[str, Path]) -> None:
+    """No placeholder: a result that comes out of the engine is final. One that needs no write
+    (here a skip) comes at once; the written one after the commit, re-checked."""
+    from ascendpatch.commands import apply as apply_command
+    from ascendpatch.commands.context import Context
+    from ascendpatch.engine import execute
+    from ascendpatch.env.target import from_site_packages
+    from ascendpatch.manifest import loader
+    from ascendpatch.planner import prepare
+    from ascendpatch.results import Status
+
+    manifest = write_manifest(env["manifest"].parent / "two.yaml", [
+        {"id": "demo-fix", "title": "demo fix", "kind": "diff", "distribution": "demo",
+         "versions": ">=1.0", "source": "fix.patch"},
+        {"id": "later", "title": "later fix", "kind": "diff", "distribution": "demo",
+         "versions": ">=9", "source": "fix.patch"}])
+    ctx = Context(target=from_site_packages(env["site"]), manifest=loader.load(str(manifest)),
+                  env={})
+    store = ctx.store
+    seen = []
+    with store.session(5.0):
+        for result in execute(prepare(list(ctx.manifest.artifacts), ctx.target, ctx.env),
+                              store, diff=True):
+            seen.append((result.id, result.status, result.id in store.load_ledger(),
+                         "+value_5b = 55" in result.diff))  # apply --diff: built in, not grafted
+            assert not store.journal_path.exists()
+    assert seen == [("later", Status.SKIPPED, False, False),
+                    ("demo-fix", Status.APPLIED, True, True)]
+    assert cli(env, "revert").code == 0
+    ordered = apply_command.run(ctx, [])  # streamed as final, kept in the manifest's order
+    assert [r.id for r in ordered.results] == ["demo-fix", "later"]

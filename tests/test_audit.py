@@ -102,6 +102,12 @@ def test_diff_of_two_snapshots(env: dict[str, Path], tmp_path: Path) -> None:
     assert bad.code == 2 and "is not an ascendpatch snapshot" in bad.err
 
 
+def test_a_snapshot_that_is_no_text_is_refused_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_bytes(b"\xff\xfe{}")  # snapshot.load, the one reader
+    run = run_cli("diff", tmp_path / "a.json", tmp_path / "a.json")
+    assert run.code == 2 and "a.json cannot be read" in run.err
+
+
 def test_cached_audit_still_sees_orphans_come_and_go(env: dict[str, Path]) -> None:
     """The orphan walk is cached on folder mtimes: adding or removing a file must show."""
     site = env["site"]
@@ -308,3 +314,48 @@ def test_python_target_starts_its_interpreter_before_waiting_for_it(venv_python:
     assert by_python.code == by_site.code == 1
     assert [r["id"] for r in by_python.json["results"]] == ["file:demo/mod.py"]
     assert by_python.json["results"] == by_site.json["results"]
+
+
+# The summary of a full audit as the stat cache (format 3) has held it since 89ee836.
+SUMMARY_89EE836 = {"records": "ab" * 32, "missing": [["demo/gone.py", "demo", "1.0"]],
+                   "differ": [["demo/mod.py", "S.5", "demo", "1.0"]],
+                   "orphan_folders": ["/site/demo"]}
+
+
+def test_summary_reads_and_writes_the_cache_format_unchanged() -> None:
+    from ascendpatch.inspect.audit import Summary
+
+    summary = Summary.from_json(SUMMARY_89EE836)
+    assert summary is not None and summary.missing == [("demo/gone.py", "demo", "1.0")]
+    assert summary.to_json() == SUMMARY_89EE836
+    bad: object
+    for bad in ({}, [], {"records": "x"}, {**SUMMARY_89EE836, "differ": [["too", "short"]]}):
+        assert Summary.from_json(bad) is None
+
+
+def test_folder_walk_reads_and_writes_the_cache_format_unchanged() -> None:
+    from ascendpatch.inspect.audit import FolderWalk
+
+    doc = {"records": "cd" * 32, "dirs": [["/site/demo", 1, 2]],
+           "unlisted": ["/site/demo/dropin.py"], "owner": ["demo", "1.0"]}  # as in 89ee836
+    walk = FolderWalk.from_json(doc)
+    assert walk is not None and walk.owner == ("demo", "1.0")
+    assert walk.to_json() == doc
+    assert FolderWalk.from_json({"records": "x"}) is None
+    assert FolderWalk.from_json([]) is None
+
+
+def test_a_cached_summary_of_another_shape_is_ignored(env: dict[str, Path]) -> None:
+    """A broken summary in the cache costs a full audit, never a wrong answer or a crash."""
+    site = env["site"]
+    (site / "other/util.py").write_text("y = 5\n")
+    first = audit(env)
+    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob("audit/*/statcache.json"))
+    doc = json.loads(cache.read_bytes())
+    assert doc["summary"]["differ"] == [["other/util.py", "..5", "other", "2.0"]]
+    doc["summary"] = {"records": doc["summary"]["records"], "missing": 3}
+    cache.write_text(json.dumps(doc))
+    again = audit(env)
+    assert again[:2] == first[:2] and again[2]["results"] == first[2]["results"]
+    rewritten = json.loads(cache.read_bytes())["summary"]  # a full audit ran and remembered
+    assert rewritten["differ"] == [["other/util.py", "..5", "other", "2.0"]]

@@ -58,6 +58,24 @@ def test_a_bad_platform_tag_is_a_usage_error_and_makes_nothing(tmp_path: Path) -
     assert not (tmp_path / "house").exists()
 
 
+@pytest.mark.integration
+def test_a_local_edit_of_the_installed_copy_is_never_packed(tmp_path: Path) -> None:
+    """Repacking builds a fresh RECORD, so an edited installed file would be shipped to the
+    nodes with hashes that vouch for it (89ee836 packed it): refused, naming the file, and
+    nothing written."""
+    tool = wheels.make_venv(tmp_path / "tool")
+    wheels.pip_install(tool, str(REPO))
+    (installed,) = (tmp_path / "tool").glob("lib/python*/site-packages/ascendpatch/errors.py")
+    installed.write_text(installed.read_text() + "# a hand edit on the controller\n")
+    house = tmp_path / "house"
+    made = subprocess.run([str(tmp_path / "tool/bin/ascendpatch"), "bundle", str(house)],
+                          capture_output=True, text=True, check=False, cwd=tmp_path)
+    said = made.stdout + made.stderr
+    assert made.returncode == 1, said
+    assert "differs from its RECORD in ascendpatch/errors.py" in said and "fix:" in said
+    assert not list(house.glob("*.whl"))
+
+
 def _members(wheel: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel) as archive:
         return {n: archive.read(n) for n in archive.namelist() if not n.endswith("/RECORD")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import pkgutil
 import signal
 import socket
 import subprocess
@@ -13,23 +14,76 @@ from collections.abc import Iterator
 
 import pytest
 
+import ascendpatch.commands
 from ascendpatch import cliargs
 from tests.kit import REPO, ctrl_c_as_a_terminal_gives_it, run_process
 
 
-def test_every_command_handler_is_an_object_that_loads_its_function() -> None:
-    """The table refers to handler objects (a misspelt one fails when cliargs is imported);
-    loading each imports its command module and finds a typed from_args-style function."""
-    loaded = {}
+def test_every_command_module_declares_its_command() -> None:
+    """The one list of commands is the list of their modules: each module's COMMAND names the
+    command its file name says, and hands the CLI a typed from_args-style function of its own."""
     for command in cliargs.COMMANDS:
-        assert isinstance(command.handler, cliargs.Handler), command.name
-        function = command.handler.load()
-        assert function.__module__.startswith("ascendpatch.commands."), command.name
-        assert list(inspect.signature(function).parameters) == ["args"], command.name
-        loaded[command.name] = f"{function.__module__}:{function.__name__}"
-    assert len(set(loaded.values())) == len(cliargs.COMMANDS)  # no two commands share one
-    assert loaded["diff"] == "ascendpatch.commands.snapshot:diff_from_args"
-    assert loaded["catalog-check"] == "ascendpatch.commands.port:catalog_from_args"
+        spec = cliargs.load(command)
+        assert spec.name == command.module.replace("_", "-")
+        assert spec.run.__module__ == f"ascendpatch.commands.{command.module}", command.name
+        assert list(inspect.signature(spec.run).parameters) == ["args"], command.name
+
+
+def test_every_module_of_the_commands_package_is_a_command() -> None:
+    """One verb per module: a new module in commands/ is a command in COMMANDS (context.py,
+    what every command needs, is the one exception)."""
+    modules = {info.name for info in pkgutil.iter_modules(ascendpatch.commands.__path__)}
+    assert modules - {"context"} == {command.module for command in cliargs.COMMANDS}
+
+
+def test_a_module_whose_command_is_not_its_own_is_refused(monkeypatch: pytest.MonkeyPatch) \
+        -> None:
+    from ascendpatch.commands import diff
+
+    monkeypatch.setattr(diff, "COMMAND", diff.COMMAND._replace(name="snapshot"))
+    with pytest.raises(TypeError, match="not the CommandSpec of 'diff'"):
+        cliargs.load(cliargs.Command("diff"))
+
+
+def _modules_after(code: str) -> list[str]:
+    """The command modules imported after running ``code`` in a fresh process (context, which
+    is no command, is left out)."""
+    done = subprocess.run([sys.executable, "-c", f"import sys\n{code}\n"
+                           "print(' '.join(sorted(sys.modules)))"],
+                          capture_output=True, text=True, timeout=60, check=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return [m for m in done.stdout.split("\n")[-2].split()
+            if m.startswith("ascendpatch.commands.") and m != "ascendpatch.commands.context"]
+
+
+@pytest.mark.parametrize(("argv", "imported"), [
+    (["--site-packages", "x", "status"], ["ascendpatch.commands.status"]),
+    (["catalog-check", "0.18.0", "--json"], ["ascendpatch.commands.catalog_check"]),
+    (["--json", "check-launch", "--", "vllm", "serve", "status"],
+     ["ascendpatch.commands.check_launch"]),
+])
+def test_parsing_one_command_imports_only_its_module(argv: list[str],
+                                                     imported: list[str]) -> None:
+    code = f"from ascendpatch.cli import build_parser\nbuild_parser(lazy=True).parse_args({argv!r})"
+    assert _modules_after(code) == imported
+
+
+def test_a_command_s_help_imports_only_its_module_and_the_top_help_all() -> None:
+    run = "from ascendpatch.cli import main\ntry:\n    main({!r})\nexcept SystemExit:\n    pass"
+    assert _modules_after(run.format(["apply", "--help"])) == ["ascendpatch.commands.apply"]
+    every = {f"ascendpatch.commands.{c.module}" for c in cliargs.COMMANDS}
+    assert every <= set(_modules_after(run.format(["--help"])))
+
+
+def test_the_top_help_lists_every_command_in_order_whichever_was_loaded_first() -> None:
+    from ascendpatch.cli import build_parser
+
+    eager = build_parser().format_help()
+    lazy = build_parser(lazy=True)
+    lazy.parse_args(["--site-packages", "x", "status"])  # status's parser is built first
+    assert lazy.format_help() == eager
+    (sub,) = [a for a in lazy._actions if isinstance(a, cliargs.Commands)]
+    assert list(sub.choices) == [c.name for c in cliargs.COMMANDS]
 
 
 def test_version_imports_no_command_module_and_nothing_heavy() -> None:
@@ -110,3 +164,53 @@ def test_ctrl_c_without_json_is_a_fail_line(silent_server: socket.socket) -> Non
     done = _interrupted_smoke(silent_server, "--color", "never")
     assert done.returncode == 130 and done.stdout == ""
     assert done.stderr == "[FAIL] interrupted; any change in progress was rolled back\n"
+
+
+def _render_raises(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    from ascendpatch import output
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(output, "render", broken)
+
+
+def test_a_bug_in_the_renderer_is_exit_3_with_a_log_in_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The boundary is around all of main: rendering too, not only the command."""
+    from pathlib import Path
+
+    from tests.kit import run_cli
+
+    _render_raises(monkeypatch, KeyError("level"))
+    done = run_cli("--color", "never", "manifests")
+    assert done.code == 3 and done.out == ""
+    (line,) = done.err.splitlines()
+    assert line.startswith("[FAIL] unexpected error: KeyError: 'level' (details: ")
+    assert "Traceback" in Path(line.split("(details: ")[1].rstrip(")")).read_text()
+    as_json = run_cli("--json", "manifests")
+    doc = json.loads(as_json.out)
+    assert (as_json.code, doc["exit_code"], doc["command"]) == (3, 3, "manifests")
+    assert Path(doc["error"]["log"]).is_file()
+
+
+def test_ctrl_c_while_rendering_is_exit_130_and_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kit import run_cli
+
+    _render_raises(monkeypatch, KeyboardInterrupt())
+    done = run_cli("--color", "never", "manifests")
+    assert done.code == 130 and done.out == ""
+    assert done.err == ("[FAIL] interrupted while showing the results; the command itself "
+                        "had finished\n")
+
+
+def test_a_bug_while_building_the_parser_is_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kit import run_cli
+
+    def broken(parser: object, suppress: bool) -> None:
+        raise AttributeError("no such option group")
+
+    monkeypatch.setattr(cliargs, "global_options", broken)
+    done = run_cli("--color", "never", "manifests")
+    assert done.code == 3
+    assert done.err.startswith("[FAIL] unexpected error: AttributeError: no such option group")

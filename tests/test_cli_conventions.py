@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch import cliargs
 from ascendpatch.cli import build_parser
 from tests.kit import REPO, build_wheel, make_dist, run_cli, write_manifest
 
@@ -23,7 +22,6 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_subcommand_has_a_description_and_an_example() -> None:
     for name, sub in _subparsers().items():
-        assert name in cliargs.DOCS, f"add {name} to cliargs.DOCS (description, example)"
         assert sub.description and len(sub.description) > 30, name
         assert sub.epilog and sub.epilog.startswith("example:\n  ascendpatch "), name
         assert f" {name}" in sub.epilog, name  # the example runs this very command

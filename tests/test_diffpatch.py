@@ -39,7 +39,7 @@ def _patch(text: str = TWO_HUNKS) -> FilePatch:
 
 def _apply(text: str, content: bytes) -> bytes:
     patch = _patch(text)
-    result = apply_forward(patch, content, analyze(patch, content))
+    result = apply_forward(analyze(patch, content))
     assert result is not None
     return result
 
@@ -48,12 +48,12 @@ def test_pristine_file_applies_and_reverses_byte_identically() -> None:
     patch = _patch()
     analysis = analyze(patch, ORIGINAL.encode())
     assert analysis.state is FileState.PRISTINE
-    patched = apply_forward(patch, ORIGINAL.encode(), analysis)
+    patched = apply_forward(analysis)
     assert patched is not None
     assert b"inserted after 3\nline 4\n" in patched and b"LINE 21\n" in patched
     after = analyze(patch, patched)
     assert after.state is FileState.APPLIED
-    assert apply_reverse(patch, patched, after) == ORIGINAL.encode()
+    assert apply_reverse(after) == ORIGINAL.encode()
 
 
 def test_partial_within_one_file_names_the_hunks() -> None:
@@ -63,7 +63,7 @@ def test_partial_within_one_file_names_the_hunks() -> None:
     assert [h.state for h in analysis.hunks] == [FileState.PRISTINE, FileState.APPLIED]
     assert "applied: hunks #2" in analysis.summary()
     assert "not applied: #1" in analysis.summary()
-    completed = apply_forward(_patch(), half, analysis)
+    completed = apply_forward(analysis)
     assert completed == _apply(TWO_HUNKS, ORIGINAL.encode())
 
 
@@ -98,7 +98,7 @@ def test_crlf_file_stays_crlf() -> None:
     assert b"\n" not in patched.replace(b"\r\n", b"")
     patch = _patch()
     assert analyze(patch, patched).state is FileState.APPLIED
-    assert apply_reverse(patch, patched, analyze(patch, patched)) == crlf
+    assert apply_reverse(analyze(patch, patched)) == crlf
 
 
 NO_EOL_BOTH = """\
@@ -137,7 +137,7 @@ def test_final_newline_added_by_patch_is_detected_as_applied() -> None:
     patch = _patch(ADD_EOL)
     assert analyze(patch, patched).state is FileState.APPLIED
     assert analyze(patch, b"a\nb").state is FileState.PRISTINE
-    assert apply_reverse(patch, patched, analyze(patch, patched)) == b"a\nb"
+    assert apply_reverse(analyze(patch, patched)) == b"a\nb"
 
 
 ZERO_CONTEXT_INSERT = """\
@@ -154,7 +154,7 @@ def test_zero_context_insertion_applied_twice_gives_one_copy() -> None:
     patch = _patch(ZERO_CONTEXT_INSERT)
     analysis = analyze(patch, once)
     assert analysis.state is FileState.APPLIED
-    assert apply_forward(patch, once, analysis) == once  # nothing left to apply
+    assert apply_forward(analysis) == once  # nothing left to apply
     assert once.count(b"import os\n") == 1
     assert once.startswith(b"line 1\nline 2\nline 3\nimport os\nimport sys\nline 4\n")
 
@@ -196,13 +196,13 @@ NEW_AND_DELETED = """\
 def test_new_and_deleted_files() -> None:
     new, old = parse_patch(NEW_AND_DELETED, origin="t")
     assert analyze(new, None).state is FileState.PRISTINE
-    assert apply_forward(new, None, analyze(new, None)) == b"x = 1\ny = 2\n"
+    assert apply_forward(analyze(new, None)) == b"x = 1\ny = 2\n"
     assert analyze(new, b"x = 1\ny = 2\n").state is FileState.APPLIED
     assert analyze(new, b"something else\n").state is FileState.CONFLICT
     assert analyze(old, b"gone = True\n").state is FileState.PRISTINE
-    assert apply_forward(old, b"gone = True\n", analyze(old, b"gone = True\n")) is None
+    assert apply_forward(analyze(old, b"gone = True\n")) is None
     assert analyze(old, None).state is FileState.APPLIED
-    assert apply_reverse(old, None, analyze(old, None)) == b"gone = True\n"
+    assert apply_reverse(analyze(old, None)) == b"gone = True\n"
 
 
 @pytest.mark.parametrize("text, fragment", [

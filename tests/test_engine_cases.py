@@ -29,7 +29,7 @@ def _one(text: str | bytes) -> FilePatch:
 def _apply(patch: FilePatch, content: bytes | None) -> bytes | None:
     analysis = analyze(patch, content)
     assert analysis.state is FileState.PRISTINE, analysis.summary()
-    return apply_forward(patch, content, analysis)
+    return apply_forward(analysis)
 
 
 # --------------------------------------------------------------- 1. re-apply at an offset
@@ -58,10 +58,10 @@ def test_applied_then_reapplied_is_already_applied_when_context_recurs_in_the_bl
     if filler:
         assert analysis.state is FileState.PRISTINE
     if analysis.state is FileState.PRISTINE:
-        once = apply_forward(patch, content, analysis)
+        once = apply_forward(analysis)
         again = analyze(patch, once)
         assert again.state is FileState.APPLIED
-        assert apply_forward(patch, once, again) == once
+        assert apply_forward(again) == once
     else:
         assert analysis.state is FileState.CONFLICT
 
@@ -77,7 +77,7 @@ def test_ambiguous_offset_is_a_conflict_that_names_the_candidates() -> None:
     assert "ambiguous placement" in analysis.summary()
     assert "line(s) 1" in analysis.summary()
     with pytest.raises(ValueError):
-        apply_forward(patch, shifted, analysis)
+        apply_forward(analysis)
 
 
 def test_zero_context_insertion_past_the_end_is_never_appended_twice() -> None:
@@ -85,7 +85,7 @@ def test_zero_context_insertion_past_the_end_is_never_appended_twice() -> None:
     content = b"a\nb\nc\n"
     analysis = analyze(patch, content)
     if analysis.state is FileState.PRISTINE:
-        once = apply_forward(patch, content, analysis)
+        once = apply_forward(analysis)
         assert analyze(patch, once).state is FileState.APPLIED
     else:
         assert analysis.state is FileState.CONFLICT
@@ -160,7 +160,7 @@ def test_epoch_headers_create_and_delete_files() -> None:
     assert analyze(new, created).state is FileState.APPLIED
     assert _apply(gone, MODULE.encode()) is None
     back = analyze(gone, None)
-    assert apply_reverse(gone, None, back) == MODULE.encode()
+    assert apply_reverse(back) == MODULE.encode()
 
 
 def test_epoch_in_another_time_zone_is_still_the_epoch() -> None:
@@ -193,7 +193,7 @@ def test_reverting_a_deleted_crlf_file_writes_crlf() -> None:
     patch = _one(b"--- a/d.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-a\r\n-b\r\n")
     gone = _apply(patch, b"a\r\nb\r\n")
     assert gone is None
-    assert apply_reverse(patch, None, analyze(patch, None)) == b"a\r\nb\r\n"
+    assert apply_reverse(analyze(patch, None)) == b"a\r\nb\r\n"
 
 
 def test_lone_carriage_return_inside_a_line_survives() -> None:

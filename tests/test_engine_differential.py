@@ -154,7 +154,7 @@ def test_cpu_binding_hunks_agree_with_git(corpus: engine_corpus.Corpus, tmp_path
     (raw,) = [p for p in corpus.patches if (p.form, p.old, p.path) == (form, "0.18.0", path)]
     git_ok, git_out = engine_corpus.GitApply(tmp_path / "w").run(raw, current)
     if analysis.state is FileState.PRISTINE:
-        assert git_ok and apply_forward(patch, current, analysis) == git_out
+        assert git_ok and apply_forward(analysis) == git_out
     else:
         assert not git_ok or "ambiguous" in analysis.summary()
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from dotenv import dotenv_values
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.kit import Run, run_cli, tree_digest, write_manifest
 
@@ -177,3 +179,134 @@ def test_unset_model_dir_names_the_variable(tmp_path: Path, site: Path,
     assert result.code == 2
     assert "needs ${MODEL_DIR}, which is not set" in result.err
     assert "export MODEL_DIR=" in result.err
+
+
+def key_manifest(tmp_path: Path, key: str, **options: object) -> Path:
+    return write_manifest(tmp_path / "k.yaml", [{
+        "id": "serve-env", "title": "serve env", "kind": "env-file",
+        "options": {"file": "${MODEL_DIR}/serve.env", "key": key, **options}}])
+
+
+def test_a_key_is_matched_exactly_not_as_a_prefix(tmp_path: Path, site: Path,
+                                                  model: Path) -> None:
+    """`MODEL` is its own variable: a `MODEL_DIR=` line is not a second definition of it
+    (89ee836 refused: "MODEL is defined 2 times")."""
+    env_file = model / "serve.env"
+    env_file.write_bytes(b"MODEL_DIR=/models/a\nMODELS=2\n")
+    path = key_manifest(tmp_path, "MODEL", value="glimmer")
+    result = cli(site, path, "apply")
+    assert result.code == 0, result.out + result.err
+    assert env_file.read_bytes() == b"MODEL_DIR=/models/a\nMODELS=2\nMODEL=glimmer\n"
+    assert dotenv_values(env_file) == {"MODEL_DIR": "/models/a", "MODELS": "2",
+                                       "MODEL": "glimmer"}
+    assert bash_reads(env_file, "MODEL") == "glimmer"
+
+
+def test_remove_never_touches_a_line_inside_another_multiline_value(
+        tmp_path: Path, site: Path, model: Path) -> None:
+    """A line that looks like `VLLM_USE_V1=1` but sits inside PROMPT's quoted multi-line
+    value is PROMPT's text for python-dotenv and bash alike: there is nothing to remove (89ee836
+    deleted it and reported [OK], changing PROMPT)."""
+    env_file = model / "serve.env"
+    text = b'PROMPT="first line\nVLLM_USE_V1=1\nlast line"\nOTHER=x\n'
+    env_file.write_bytes(text)
+    assert dotenv_values(env_file)["PROMPT"] == "first line\nVLLM_USE_V1=1\nlast line"
+    assert bash_reads(env_file, "VLLM_USE_V1") is None  # the readers agree: it is not set
+    result = cli(site, manifest(tmp_path, remove=True), "apply")
+    assert result.code == 0, result.out + result.err
+    assert env_file.read_bytes() == text
+
+
+def test_remove_of_a_real_entry_keeps_a_neighbouring_multiline_value(
+        tmp_path: Path, site: Path, model: Path) -> None:
+    env_file = model / "serve.env"
+    env_file.write_bytes(b'PROMPT="a\nVLLM_USE_V1=1\nb"\n\nexport VLLM_USE_V1=0 # old\nZ=1\n')
+    result = cli(site, manifest(tmp_path, remove=True), "apply")
+    assert result.code == 0, result.out + result.err
+    assert env_file.read_bytes() == b'PROMPT="a\nVLLM_USE_V1=1\nb"\n\nZ=1\n'
+    assert bash_reads(env_file, "VLLM_USE_V1") is None
+    assert dotenv_values(env_file)["PROMPT"] == "a\nVLLM_USE_V1=1\nb"
+
+
+def test_an_unreadable_line_elsewhere_refuses_the_file(tmp_path: Path, site: Path,
+                                                       model: Path) -> None:
+    """After an unclosed quote, bash reads the rest of the file as that value and dotenv skips
+    the line: the two disagree about what VLLM_USE_V1 is, so nothing is changed."""
+    env_file = model / "serve.env"
+    env_file.write_bytes(b"A='unclosed\nVLLM_USE_V1=0\n")
+    before = env_file.read_bytes()
+    result = cli(site, manifest(tmp_path, value="1"), "apply")
+    assert result.code == 1
+    assert "line 1: this line cannot be read" in result.out + result.err
+    assert env_file.read_bytes() == before
+
+
+def test_an_empty_value_before_a_comment_keeps_the_comment_a_comment(
+        tmp_path: Path, site: Path, model: Path) -> None:
+    """`KEY= # note` is an empty value and a comment; setting it must not glue the two
+    (`KEY=1#` reads "1#"). Found by the property test below."""
+    env_file = model / "serve.env"
+    env_file.write_bytes(b"VLLM_USE_V1= # set by the image\n")
+    result = cli(site, manifest(tmp_path, value="1"), "apply", "--force")
+    assert result.code == 0, result.out + result.err
+    assert env_file.read_bytes() == b"VLLM_USE_V1=1 # set by the image\n"
+    assert dotenv_values(env_file) == {"VLLM_USE_V1": "1"}
+    assert bash_reads(env_file, "VLLM_USE_V1") == "1"
+
+
+def test_a_conflict_on_a_secret_key_shows_neither_value(tmp_path: Path, site: Path,
+                                                        model: Path) -> None:
+    env_file = model / "serve.env"
+    env_file.write_bytes(b"HF_TOKEN=hf_the_old_secret\n")
+    path = key_manifest(tmp_path, "HF_TOKEN", value="hf_the_new_secret")
+    for command in ("status", "apply"):
+        result = cli(site, path, command)
+        said = result.out + result.err
+        assert result.code == 1 and "values hidden" in said, said
+        assert "hf_the_old_secret" not in said and "hf_the_new_secret" not in said
+
+
+_NAMES = st.sampled_from(["VLLM_USE_V1", "VLLM_USE_V1X", "XVLLM_USE_V1", "A", "MODEL_DIR"])
+_VALUES = st.text(alphabet="ab1 #=/\n'\"", max_size=8)
+
+
+@st.composite
+def _dotenv_files(draw: st.DrawFn) -> str:
+    lines = []
+    for _ in range(draw(st.integers(0, 6))):
+        name, value = draw(_NAMES), draw(_VALUES)
+        quote = draw(st.sampled_from(["", "'", '"']))
+        if (quote and quote not in value) or (not quote and not set(value) & set("\n'\"")):
+            lines.append(f"{draw(st.sampled_from(['', 'export ', '  ']))}{name}="
+                         f"{quote}{value}{quote}")
+        else:
+            lines.append(draw(st.sampled_from(["# comment", "", "B=plain"])))
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n"]))
+
+
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_dotenv_files(), remove=st.booleans())
+def test_what_python_dotenv_reads_is_what_it_acts_on(text: str, remove: bool,
+                                                     tmp_path: Path) -> None:
+    """Any dotenv file: after the kind's edit python-dotenv sees exactly the one change (the key
+    set or gone) and every other variable as before, or the kind refused the file."""
+    from ascendpatch.errors import RefusedError
+    from ascendpatch.kinds.envfile import EnvOptions, _finding
+
+    path = tmp_path / "serve.env"
+    opts = EnvOptions(path, "VLLM_USE_V1", None if remove else "1")
+    data = text.encode()
+    try:
+        finding = _finding(opts, path, data)
+    except RefusedError:
+        return
+    assert finding.desired.known and finding.desired.data is not None
+    path.write_bytes(data)
+    before = dotenv_values(path)
+    path.write_bytes(finding.desired.data)
+    after = dotenv_values(path)
+    expected = {k: v for k, v in before.items() if k != "VLLM_USE_V1"}
+    if not remove:
+        expected["VLLM_USE_V1"] = "1"
+    assert dict(after) == expected, (text, finding.desired.data)

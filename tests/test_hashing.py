@@ -24,6 +24,7 @@ from ascendpatch.hashing import (
     record_to_hex,
     sha256_file,
 )
+from tests.kit import make_demo_target, run_cli
 
 SIZES = [0, 1, 2047, 2048, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 5]
 
@@ -71,3 +72,25 @@ def test_record_to_hex_refuses_other_algorithms_and_garbage() -> None:
     assert record_to_hex("md5=abc") is None
     assert record_to_hex("sha256=") is None
     assert record_to_hex("sha256=a") is None  # not a whole number of base64 bytes
+
+
+def test_one_apply_hashes_each_content_a_bounded_number_of_times(
+        site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Content carries its digest, computed once. Applying the two-file demo patch hashes, per
+    file, what the kind and the engine see (the original, the patched content, and the
+    re-check's re-read file and its reversal: 4) and what the store hashes for its journal and
+    backup (3): 14 in all. Before the digest was carried it was 22."""
+    manifest = make_demo_target(site, tmp_path)
+    assert run_cli("--site-packages", site, "--manifest", manifest, "status").code == 1
+    real = hashlib.sha256
+    hashed: list[int] = []
+
+    def counting(data: bytes = b"", **kw: bool) -> hashlib._Hash:
+        hashed.append(len(data))
+        return real(data, **kw)
+
+    monkeypatch.setattr(hashlib, "sha256", counting)
+    applied = run_cli("--site-packages", site, "--manifest", manifest, "apply")
+    monkeypatch.setattr(hashlib, "sha256", real)
+    assert applied.code == 0, applied.err
+    assert len(hashed) <= 14, f"{len(hashed)} sha256 calls for one apply of two files"

@@ -3,17 +3,28 @@ its options schema, and the manifest validator checks that schema with key paths
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from packaging.version import Version
 
+from ascendpatch import planner
 from ascendpatch.commands.context import store_roots
+from ascendpatch.env import inscript
+from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import ManifestError
 from ascendpatch.kinds import KINDS
-from ascendpatch.kinds.base import BaseKind
+from ascendpatch.kinds.base import BaseKind, Skip
 from ascendpatch.kinds.hffile import hub_cache
+from ascendpatch.kinds.plugin import register_module
 from ascendpatch.manifest import loader
+from ascendpatch.manifest.model import Artifact, Variant
+from ascendpatch.results import Level
 from tests.kit import REPO, run_cli, tree_digest, write_manifest
 
 
@@ -104,3 +115,55 @@ def test_store_roots_come_from_the_manifests_artifacts(tmp_path: Path) -> None:
                                                     "kind": "hf-file"}])))
     assert store_roots(with_hf.artifacts, env) == (hub_cache(env),)
     assert store_roots((), env) == ()
+
+
+def _describe_of(source: str) -> Callable[[object], str]:
+    namespace: dict[str, Any] = {"__name__": "not-main"}  # the probe defines, does not run
+    exec(compile(source, "<target script>", "exec"), namespace)
+    describe: Callable[[object], str] = namespace["_describe"]
+    return describe
+
+
+def test_the_plugin_and_the_registry_probe_describe_an_entry_alike() -> None:
+    """The plugin's register() and verify's registry probe share one bundled _describe()."""
+    class Model:
+        pass
+
+    lazy = SimpleNamespace(module_name="adapter", class_name="Model")
+    imported = SimpleNamespace(model_cls=Model)
+    for source in (register_module("a", {"X": "adapter:Model"}), inscript.bundled("_registry.py")):
+        describe = _describe_of(source)
+        assert describe(lazy) == "adapter:Model"
+        assert describe(imported) == f"{Model.__module__}:{Model.__qualname__}"
+
+
+def test_the_plugin_register_module_is_byte_for_byte_what_installed_plugins_hold() -> None:
+    """A plugin installed by an earlier ascendpatch must still read as installed (not a
+    conflict): the register() module it holds is exactly what would be written now."""
+    text = register_module("my-id", {"A": "m:A", "B": "m:C"})
+    assert hashlib.sha256(text.encode()).hexdigest() == \
+        "7b44e7d44f2bd037c5de54ba4707af77c86a2a5555657a928b81fb3058d4dbea"
+
+
+def _release(version: str) -> tuple[Distribution, Target]:
+    dist = cast(Distribution, SimpleNamespace(name="pkg", version=version,
+                                              parsed_version=Version(version)))
+    return dist, cast(Target, SimpleNamespace(get=lambda name: dist))
+
+
+def test_the_kind_chooses_the_variant_and_the_planner_acts_on_its_choice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    old, new = Variant("<2", None, (), {}), Variant(">=2", None, (), {})
+    artifact = Artifact("a", "A", "file", "pkg", (old, new))
+    dist, target = _release("2.1")
+    assert BaseKind().choose_variant(artifact, dist, {}) is new  # the default: by version
+
+    class Refusing(BaseKind):
+        name = "file"
+
+        def choose_variant(self, artifact: Artifact, dist: Distribution,
+                           env: Mapping[str, str]) -> Variant | Skip | None:
+            return Skip("the kind says no", Level.WARN)
+
+    monkeypatch.setitem(KINDS, "file", Refusing())
+    assert planner.site_for(artifact, target, {}) == Skip("the kind says no", Level.WARN)

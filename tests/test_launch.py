@@ -59,7 +59,7 @@ def test_a_correct_command_passes(model: Path) -> None:
 
 
 def test_the_quantized_weights_in_a_subfolder_are_named(tmp_path: Path) -> None:
-    """Field note 003: the package keeps the W8A8 weights in weights/; serving the package
+    """The Muse-Glimmer package keeps its W8A8 weights in weights/; serving the package
     root loads no quantization description at all."""
     package = _model(tmp_path / "Muse-Glimmer-30B-w8a8-vllm-x86", quant=False, vision=False)
     _model(package / "weights")
@@ -154,7 +154,7 @@ def test_deploy_config_knobs_and_repetition_penalty(tmp_path: Path) -> None:
 
 
 def test_repetition_penalty_elsewhere_is_legitimate(tmp_path: Path) -> None:
-    """Field note 000 names the MiniCPM-o configs; 1.1 in another model's config stands."""
+    """The rule names the MiniCPM-o configs; 1.1 in another model's config stands."""
     config = tmp_path / "qwen3_omni.yaml"
     config.write_text(yaml.safe_dump({"model": "Qwen/Qwen3-Omni-30B-A3B-Instruct",
                                       "stage_args": [{"default_sampling_params":

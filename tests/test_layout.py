@@ -4,6 +4,10 @@
   imports it, so core code can never print or parse arguments.
 - A command module uses the core and ``commands.context``, never another verb's internals.
 - rich is imported by the renderer only.
+- patchfile/ (diffs and bytes) never imports what sits above it: manifests, kinds, the planner.
+- Generic code (the planner, the engine, verify and its checks) never imports a concrete kind:
+  it reaches every kind through ``kinds.KINDS`` and the Kind protocol (a kind's own checks
+  come from ``Kind.checks``), so what one kind knows stays in its module.
 - The README's Layout section names every package and every top-level module, and nothing else.
 """
 
@@ -68,6 +72,30 @@ def test_only_the_renderer_imports_rich() -> None:
     users = sorted(name for name, imports in _modules().items()
                    if any(n == "rich" or n.startswith("rich.") for n in imports))
     assert users == ["ascendpatch.output"]
+
+
+def _offenders(modules: set[str], forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    """Of ``modules``, those that import a name starting with one of ``forbidden``."""
+    found = {name: sorted(n for n in imports if n.startswith(forbidden))
+             for name, imports in _modules().items() if name in modules}
+    return {name: names for name, names in found.items() if names}
+
+
+def test_the_patch_layer_never_imports_manifests_or_kinds() -> None:
+    patch_layer = {name for name in _modules() if name.startswith("ascendpatch.patchfile")}
+    above = ("ascendpatch.manifest", "ascendpatch.kinds", "ascendpatch.planner",
+             "ascendpatch.engine")
+    assert patch_layer and _offenders(patch_layer, above) == {}
+
+
+CONCRETE_KINDS = {f"ascendpatch.kinds.{p.stem}" for p in (PACKAGE / "kinds").glob("*.py")
+                  if p.stem not in {"__init__", "base"}}
+GENERIC = {"ascendpatch.planner", "ascendpatch.engine", "ascendpatch.commands.verify"} | {
+    f"ascendpatch.inspect.checks.{p.stem}" for p in (PACKAGE / "inspect/checks").glob("*.py")}
+
+
+def test_generic_code_never_imports_a_concrete_kind() -> None:
+    assert CONCRETE_KINDS and _offenders(GENERIC, tuple(sorted(CONCRETE_KINDS))) == {}
 
 
 def _readme_layout() -> str:

@@ -271,8 +271,8 @@ def _logged_format(source: str, starts: str) -> str:
 @pytest.mark.parametrize("version", ["0.20.2rc1", "0.22.1rc1", "0.26.0rc1"])
 def test_quantization_wording_is_the_real_vllm_ascend_one(tmp_path: Path, version: str) -> None:
     """The line is formatted from the real wheel's logger call (not paraphrased), for the
-    first wheel that logs it (0.18.0 detects silently), the release field note 003 deploys,
-    and the newest wheel."""
+    first wheel that logs it (0.18.0 detects silently), the wheel nearest the
+    muse-glimmer-w8a8 stack's 0.22.1rc2 (which has none), and the newest wheel."""
     fmt = _logged_format(_wheel_source(version, "vllm_ascend/quantization/utils.py"),
                          "No quantization signature detected")
     line = "(APIServer pid=5) INFO 11-30 05:00:01 [utils.py:174] " + \

@@ -2,7 +2,7 @@
 
 These need the real-server kit another issue builds (``tests/kit/realserver.py``): a real
 vLLM 0.22.1 server started on this host, its crash on the first top_p < 1 request (the
-sampler traceback of field note 003, 135 lines), and two starts of the same server. Until
+sampler's top-k/top-p traceback, about 135 lines), and two starts of the same server. Until
 that kit exists they skip, saying so; the interface they expect is:
 
 - ``realserver.crash_log() -> Path``: the 0.22.1 server's log of that crash;

@@ -172,3 +172,30 @@ def test_a_malformed_condition_is_refused(tmp_path: Path, site: Path,
         "needed_if": needed_if, "versions": ">=1.0", "source": "fix.patch"}])
     result = run_cli("--site-packages", site, "--manifest", manifest, "status")
     assert result.code == 2 and problem in result.err, result.err
+
+
+DEEP = "x = " + " + ".join(["1"] * 2500) + "\n"  # parses; 89ee836's recursive visitor crashed
+
+
+@pytest.mark.parametrize(("content", "needed"), [
+    ((DEEP + AFFECTED).encode(), True),
+    ((DEEP + FIXED_UPSTREAM).encode(), False),
+    (b"x = " + b" + ".join([b"1"] * 6000) + b"\n", None),  # past ast.parse's own limit
+    (b"x = " + b"(" * 5000 + b"1" + b")" * 5000 + b"\n", None),
+    (b"#" * (5 * 1024 * 1024), None),  # larger than any source file: not parsed
+])
+def test_hostile_source_is_read_or_undecided_never_a_crash(content: bytes,
+                                                           needed: bool | None) -> None:
+    assert evaluate(OP, content).needed is needed
+
+
+def test_a_deeply_nested_release_file_through_the_cli(site: Path, catalog: Path) -> None:
+    """A target's file is untrusted input: a 6,000-term expression is "cannot tell" (the
+    release needs a port), one line and exit 1, not exit 3 with a RecursionError."""
+    deep = "x = " + " + ".join(["1"] * 6000) + "\n"
+    make_dist(site, "demo", "2.0", {"demo/__init__.py": "", "demo/sampler.py": deep})
+    before = tree_digest(site)
+    for command in ("apply", "status", "plan"):
+        code, out = _cli(site, catalog, command)
+        assert code in (0, 1) and "Traceback" not in out and "unexpected error" not in out, out
+    assert tree_digest(site) == before

@@ -25,6 +25,7 @@ from ascendpatch.env import pipadapter
 from ascendpatch.env.target import from_site_packages
 from ascendpatch.manifest import loader
 from tests.kit import make_dist, run_cli, write_manifest
+from tests.kit.fakes import PIP_VERSION_OUTPUT, FakePip
 
 ESC = "\x1b["
 HIDE_CURSOR = "\x1b[?25l"
@@ -134,9 +135,10 @@ def test_quiet_shows_only_problems(world: list[str]) -> None:
     assert quiet.code == 1 and quiet.out.startswith("[FAIL] demo fix: conflict in demo/m0.py")
 
 
-# Real pip: integration tier.
-@pytest.mark.integration
-def test_verbose_shows_pip_command_lines_and_output() -> None:
+def test_verbose_shows_pip_command_lines_and_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip answers through FakePip with its recorded --version line (test_fakes runs the real
+    pip through the same seam)."""
+    FakePip(stdout=PIP_VERSION_OUTPUT).install(monkeypatch)
     err = io.StringIO()
     reporter = output.ConsoleReporter(color="never", verbose=True)
     with contextlib.redirect_stderr(err), progress.reporting(reporter):
@@ -162,8 +164,7 @@ def test_results_stream_before_the_command_returns(world: list[str]) -> None:
         streamed = out.getvalue()  # the command has returned; nothing rendered it yet
     assert streamed == "[OK] Applied demo fix\n"
     final = io.StringIO()
-    output.render(result, as_json=False, color="never", stream=final,
-                  shown=frozenset(reporter.shown))
+    output.render(result, as_json=False, color="never", stream=final, streamed=True)
     assert final.getvalue() == ""  # not printed twice
 
 

@@ -22,7 +22,14 @@ from packaging.requirements import Requirement
 
 from ascendpatch.env import pipdiff, pipinstall
 from ascendpatch.env.pipadapter import Source
-from ascendpatch.env.pipdiff import InstallPlan, PackageChange, PipStep, Refusal, Unmet
+from ascendpatch.env.pipdiff import (
+    ChangeAction,
+    InstallPlan,
+    PackageChange,
+    PipStep,
+    Refusal,
+    Unmet,
+)
 from ascendpatch.env.target import Target, from_python
 from ascendpatch.errors import RefusedError
 from tests.kit import build_wheel, tree_digest, wheels
@@ -108,8 +115,8 @@ def test_a_new_package_and_its_new_dependency(python: Path, house: Path, tmp_pat
                                              target: Target) -> None:
     plan = plan_for(python, house, tmp_path, target, ["friendly"])
     assert sorted(plan.changes, key=lambda c: c.name) == [
-        PackageChange("friendly", "install", None, "1.0"),
-        PackageChange("newdep", "install", None, "1.0")]
+        PackageChange("friendly", ChangeAction.INSTALL, None, "1.0"),
+        PackageChange("newdep", ChangeAction.INSTALL, None, "1.0")]
     assert plan.steps == (PipStep(("friendly",)),)
     assert not plan.refused and not plan.nothing_to_do
     assert [c.describe() for c in plan.changes if c.name == "friendly"] == [
@@ -118,7 +125,7 @@ def test_a_new_package_and_its_new_dependency(python: Path, house: Path, tmp_pat
 
 def test_an_upgrade(python: Path, house: Path, tmp_path: Path, target: Target) -> None:
     plan = plan_for(python, house, tmp_path, target, ["helper==2.0"])
-    assert plan.changes == (PackageChange("helper", "upgrade", "1.0", "2.0"),)
+    assert plan.changes == (PackageChange("helper", ChangeAction.UPGRADE, "1.0", "2.0"),)
     assert plan.changes[0].describe() == "upgrade helper 1.0 -> 2.0"
     assert not plan.refused
 
@@ -127,7 +134,7 @@ def test_a_protected_downgrade_is_refused_with_its_chain(python: Path, house: Pa
                                                         tmp_path: Path,
                                                         target: Target) -> None:
     plan = plan_for(python, house, tmp_path, target, ["old-top"])
-    downgrade = PackageChange("torch", "downgrade", "2.5.0", "2.1.0")
+    downgrade = PackageChange("torch", ChangeAction.DOWNGRADE, "2.5.0", "2.1.0")
     assert downgrade in plan.changes
     assert plan.refusals == (Refusal(downgrade, ("old-top 1.0", "old-mid 1.0", "torch 2.1.0")),)
     assert plan.refusals[0].requester == "old-top"
@@ -140,7 +147,7 @@ def test_no_deps_packages_show_what_they_leave_unmet(python: Path, house: Path, 
                                                      target: Target) -> None:
     alone = plan_for(python, house, tmp_path, target, ["step-audio2"], no_deps=["step-audio2"])
     assert alone.steps == (PipStep(("step-audio2",), no_deps=True),)
-    assert alone.changes == (PackageChange("step-audio2", "install", None, "1.0"),)
+    assert alone.changes == (PackageChange("step-audio2", ChangeAction.INSTALL, None, "1.0"),)
     assert not alone.refused  # --no-deps: torch>=2.6 is reported, never installed
     assert alone.unmet == (Unmet("step-audio2", ("torch>=2.6", "librosa>=0.10",
                                                  "helper>=2.0")),)

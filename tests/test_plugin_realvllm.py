@@ -5,7 +5,7 @@ The target is a real venv with the cached vllm wheel's package (linked) and dist
 in its site-packages, and its few Python dependencies and this interpreter's CPU torch through
 a ``.pth`` file. The adapter declares a
 new architecture and one vLLM already ships (Qwen2VLForConditionalGeneration, a multimodal
-class like the placeholder fix of field note 003 pitfall 5): both must resolve to the adapter's
+class, as a fixed multimodal placeholder would replace): both must resolve to the adapter's
 own ``module:Class``, the override is announced once, and ``verify`` tells a registry that
 resolves the shipped name elsewhere from one that resolves it to the adapter.
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from ascendpatch.inspect.checks import plugins
+from ascendpatch.kinds.plugin import adapter
 from ascendpatch.manifest import loader
 from ascendpatch.results import Level
 from tests.kit import realvllm, run_cli, wheels, write_manifest
@@ -154,7 +155,8 @@ def test_verify_fails_when_another_class_wins(world: dict[str, Path]) -> None:
     assert artifact is not None
     env = {**os.environ}
     env.pop("VLLM_PLUGINS")  # what vLLM loads on an NPU host: every plugin
-    results = {r.id: r for r in plugins.check(world["python"], [artifact], True, env)}
+    results = {r.id: r for r in plugins.check(world["python"], [adapter(artifact)], True,
+                                                env)}
     shipped = results[f"plugin:{SHIPPED_ARCH}"]
     assert shipped.level is Level.FAIL
     assert shipped.message.startswith(f"vLLM's ModelRegistry resolves {SHIPPED_ARCH} to "

@@ -39,7 +39,7 @@ def test_port_between_real_releases(start: str, to: str, expected: str) -> None:
 def _patched(version: str) -> bytes:
     original = wheels.wheel_member(version, wheels.SAMPLER)
     (patch,) = load_patch(PATCHES / f"{version}.patch")
-    result = apply_forward(patch, original, analyze(patch, original))
+    result = apply_forward(analyze(patch, original))
     assert result is not None
     return result
 

@@ -48,7 +48,13 @@ class Server(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         Server.hits.append(self.path)
-        if self.path == "/v1/models" and Server.mode == "huge":
+        if self.path == "/v1/models" and Server.mode == "deep":
+            body = b"[" * 200_000
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif self.path == "/v1/models" and Server.mode == "huge":
             self._send(200, {"data": [], "padding": "x" * (9 * 1024 * 1024)})
         elif self.path == "/v1/models" and Server.mode == "drip-body":
             self.send_response(200)
@@ -156,6 +162,14 @@ def test_a_huge_answer_is_refused(url: str) -> None:
     Server.mode = "huge"
     result = run_cli("smoke", "--url", url)
     assert result.code == 1 and "the answer is larger than 8 MB: refused" in result.out
+
+
+def test_a_deeply_nested_answer_is_not_a_model_list(url: str) -> None:
+    """200,000 open brackets: json.loads raised RecursionError on 89ee836 (exit 3)."""
+    Server.mode = "deep"
+    result = run_cli("smoke", "--url", url)
+    assert result.code == 1, result.out + result.err
+    assert "not an OpenAI model list" in result.out and "unexpected" not in result.err
 
 
 # Waits out real timers (seconds): integration tier.

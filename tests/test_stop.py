@@ -553,3 +553,33 @@ def test_a_custom_server_as_pid_1_keeps_its_engine() -> None:
     assert doc["engine_alive"], doc["out"]
     assert not doc["orphan_alive"], doc["out"]
     assert f"PID {doc['engine']} (VLLM::EngineCor) is in the session of PID 1" in doc["out"]
+
+
+@pytest.mark.integration
+@needs_namespace
+def test_a_proc_of_another_pid_namespace_is_refused(tmp_path: Path) -> None:
+    """A shell that joined only a container's mount namespace sees the container's /proc: its
+    PID 2 is the container's second process, but kill(2) would reach the host's PID 2. On
+    89ee836 stop acted on those numbers; now /proc/self must be this process, or nothing is
+    signalled (exit 1, one line naming the cause)."""
+    container = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                                  "sh", "-c", "sleep 120 & wait"], cwd=REPO)
+    try:
+        _wait_for(lambda: bool(Path(f"/proc/{container.pid}/task/{container.pid}/children")
+                               .read_text().split()))
+        init = int(Path(f"/proc/{container.pid}/task/{container.pid}/children").read_text()
+                   .split()[0])
+        _wait_for(lambda: bool(Path(f"/proc/{init}/task/{init}/children").read_text().split()))
+        sleeper = int(Path(f"/proc/{init}/task/{init}/children").read_text().split()[0])
+        run = subprocess.run(["nsenter", "--target", str(init), "--mount",
+                              sys.executable, "-m", "ascendpatch", "stop", "--pid", "2",
+                              "--grace", "1"], capture_output=True, text=True, cwd=REPO,
+                             env=_env(), timeout=120, check=False)
+        said = run.stdout + run.stderr
+        assert run.returncode == 1, said
+        assert "/proc belongs to another PID namespace" in said and "nothing was signalled" \
+            in said
+        assert Path(f"/proc/{sleeper}").exists()  # the container's PID 2 is untouched
+    finally:
+        container.kill()
+        container.wait(timeout=30)

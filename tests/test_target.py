@@ -13,6 +13,7 @@ import pytest
 from ascendpatch.env import discover, target
 from ascendpatch.errors import TargetError
 from tests.kit import make_dist, run_cli
+from tests.kit.fakes import FakeInscript
 
 BOMB = "raise RuntimeError('imported torch: introspection must never do this')\n"
 
@@ -26,6 +27,22 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
                                 "print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
+    for name in ("torch", "torch_npu", "vllm", "vllm_ascend"):
+        make_dist(site, name.replace("_", "-"), "9.9.9", {f"{name}/__init__.py": BOMB})
+    return python
+
+
+@pytest.fixture
+def fake_inscript(monkeypatch: pytest.MonkeyPatch) -> FakeInscript:
+    """Core tests of what is done with the report: the interpreter answers through the fake
+    (the tests above and test_fakes.py run the real one)."""
+    return FakeInscript().install(monkeypatch)
+
+
+@pytest.fixture
+def fake_venv(fake_inscript: FakeInscript, tmp_path: Path) -> Path:
+    """As ``venv``, through the fake: the same distributions, no process."""
+    python, site = fake_inscript.target(tmp_path / "fake-venv")
     for name in ("torch", "torch_npu", "vllm", "vllm_ascend"):
         make_dist(site, name.replace("_", "-"), "9.9.9", {f"{name}/__init__.py": BOMB})
     return python
@@ -55,7 +72,8 @@ def test_missing_interpreter_is_a_clear_error(tmp_path: Path) -> None:
     assert "does not exist" in result.err and "--python" in result.err
 
 
-def test_discovery_prefers_env_var_then_candidates_with_vllm_ascend(venv: Path) -> None:
+def test_discovery_prefers_env_var_then_candidates_with_vllm_ascend(fake_venv: Path) -> None:
+    venv = fake_venv
     assert discover.find_target({"ASCENDPATCH_PYTHON": str(venv)}).python == venv
     found = discover.find_target({"PATH": str(venv.parent)})
     assert found.python is not None and found.python.parent == venv.parent
@@ -157,17 +175,14 @@ def test_a_python_that_times_out_is_killed_with_its_whole_group(
     assert not running(), "orphan left running"
 
 
-def test_unchanged_target_runs_nothing_in_the_interpreter(venv: Path, tmp_path: Path) -> None:
-    """The report is cached on the site folders' mtimes: counted through a wrapper, the target
+def test_unchanged_target_runs_nothing_in_the_interpreter(
+        fake_venv: Path, fake_inscript: FakeInscript, tmp_path: Path) -> None:
+    """The report is cached on the site folders' mtimes: counted by the fake seam, the target
     interpreter runs once, then again only when a distribution appears or goes."""
-    log = tmp_path / "runs.log"
-    wrapper = tmp_path / "bin" / "python"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f"#!/bin/sh\necho run >> {log}\nexec {venv} \"$@\"\n")
-    wrapper.chmod(0o755)
+    wrapper = fake_venv
 
     def runs() -> int:
-        return len(log.read_text().splitlines()) if log.exists() else 0
+        return len(fake_inscript.ran(target.introspection_script()))
 
     first = target.from_python(wrapper)
     assert runs() == 1

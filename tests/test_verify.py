@@ -1,17 +1,21 @@
-"""verify: pins, dependencies, CANN environment, env vars, operator probes (real subprocess)."""
+"""verify: pins, dependencies, CANN environment, env vars, operator probes.
+
+The probes answer through tests.kit.fakes.FakeInscript with the documents the real probe
+printed for the same stand-in stacks (tests/test_fakes.py re-runs the real one).
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 
-from ascendpatch.env.standins import modules_for, torch_npu_body, write_distribution
+from ascendpatch.env.standins import torch_npu_body, write_distribution
 from ascendpatch.inspect.checks import cann, envvars
 from ascendpatch.results import Level
 from tests.kit import fake_cann, make_dist, run_cli, write_manifest
+from tests.kit.fakes import FakeInscript, stand_in_stack
 
 LIBHCCL_ERROR = "libhccl.so: cannot open shared object file: No such file or directory"
 
@@ -82,19 +86,14 @@ def test_expected_environment_variables() -> None:
 # --------------------------------------------------------------------------- operator probes
 
 
-def _probe_env(tmp_path: Path, vllm_ascend: str, npu_body: str) -> Path:
-    """A real venv with vllm-ascend metadata and STAND-IN torch / torch_npu modules."""
-    root = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    python = root / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
-                                "print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    write_distribution(site, "vllm-ascend", vllm_ascend, {"vllm_ascend/__init__.py": ""})
-    write_distribution(site, "torch", "2.10.0", modules_for("torch", "2.10.0"))
-    write_distribution(site, "torch-npu", "2.10.0.post4",
-                       modules_for("torch-npu", "2.10.0.post4", npu_body),
-                       requires=["torch==2.10.0"])
+def _probe_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vllm_ascend: str,
+               npu_body: str) -> Path:
+    """A (fake) venv with vllm-ascend metadata and STAND-IN torch / torch_npu modules; its
+    interpreter answers as the real one did for that stack."""
+    fake = FakeInscript().install(monkeypatch)
+    python, site = fake.target(tmp_path / "venv")
+    stand_in_stack(site, vllm_ascend, npu_body)
+    fake.probe(site, vllm_ascend, npu_body)
     return python
 
 
@@ -111,8 +110,9 @@ def _probe_env(tmp_path: Path, vllm_ascend: str, npu_body: str) -> Path:
      "and /usr/local/Ascend/nnal/atb/set_env.sh in the shell that runs Python (processes "
      "inherit them)"),
 ])
-def test_operator_probe_lines(tmp_path: Path, body: str, expected: str) -> None:
-    python = _probe_env(tmp_path, "0.23.0", body)
+def test_operator_probe_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str,
+                              expected: str) -> None:
+    python = _probe_env(tmp_path, monkeypatch, "0.23.0", body)
     manifest = write_manifest(tmp_path / "m.yaml", [])
     result = run_cli("--python", python, "--manifest", manifest, "verify")
     # hints repeat the --python / --manifest that were given (issue 13)
@@ -121,11 +121,13 @@ def test_operator_probe_lines(tmp_path: Path, body: str, expected: str) -> None:
     assert expected in result.out.splitlines(), result.out
 
 
-def test_probe_of_the_custom_op_generation_and_a_torch_pair_mismatch(tmp_path: Path) -> None:
-    python = _probe_env(tmp_path, "0.18.0", torch_npu_body(import_error="undefined symbol: x"))
+def test_probe_of_the_custom_op_generation_and_a_torch_pair_mismatch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python = _probe_env(tmp_path, monkeypatch, "0.18.0",
+                        torch_npu_body(import_error="undefined symbol: x"))
     site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
     for dist_info in site.glob("torch-*.dist-info"):
-        subprocess.run(["rm", "-r", str(dist_info)], check=True)
+        shutil.rmtree(dist_info)
     write_distribution(site, "torch", "2.9.0", {})
     manifest = write_manifest(tmp_path / "m.yaml", [])
     out = run_cli("--python", python, "--manifest", manifest, "verify").out
@@ -134,11 +136,12 @@ def test_probe_of_the_custom_op_generation_and_a_torch_pair_mismatch(tmp_path: P
             f"{manifest} install restores the stack's pair") in out
 
 
-def test_probe_reports_fallback_when_op_missing_but_patch_applied(tmp_path: Path) -> None:
+def test_probe_reports_fallback_when_op_missing_but_patch_applied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ascendpatch.env.target import from_python
     from ascendpatch.inspect.checks import probes
 
-    python = _probe_env(tmp_path, "0.18.0", torch_npu_body())
+    python = _probe_env(tmp_path, monkeypatch, "0.18.0", torch_npu_body())
     lines = probes.check(from_python(python), {"sampler-topk-topp-fallback"})
     by_id = {r.id: r for r in lines}
     op = by_id["probe:_C_ascend.npu_apply_top_k_top_p"]
@@ -162,8 +165,9 @@ def test_secret_looking_variables_are_reported_by_presence_only(
     monkeypatch.setenv("SERVICE_KEY_FILE", str(secret_file))
     monkeypatch.setenv("ACCESS_TOKEN_FILE", "/nonexistent/tok_secret_path")
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    python, _ = FakeInscript().install(monkeypatch).target(tmp_path / "venv")
     for fmt in (["--json"], []):
-        result = run_cli("--python", sys.executable, "--manifest", manifest, *fmt, "verify",
+        result = run_cli("--python", python, "--manifest", manifest, *fmt, "verify",
                          "--no-probes")
         said = result.out + result.err
         for value in ("hf_live_secret_value", "hf_manifest_wants_this", "pw_in_manifest",

@@ -12,7 +12,7 @@ variants. Every
 patch is written by ascendpatch.patchfile.diffwrite, which checks it with the engine: applied to the
 upstream file it gives the guarded file byte for byte.
 
-The fix (field note 003 pitfall 1, vllm-project/vllm-ascend#11999; issue 16): every call of
+The fix (vllm-project/vllm-ascend#11999; issue 16): every call of
 the fused NPU operator goes through a guard that runs the operator while it works and, once it
 is missing or raises, vLLM's apply_top_k_top_p algorithm (see the template's README).
 """
@@ -31,16 +31,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from ascendpatch.env.releases import known_releases  # noqa: E402
 from ascendpatch.patchfile.diffwrite import patch_text  # noqa: E402
 
 TARGET = "vllm_ascend/sample/sampler.py"
 OUT = REPO / "patches" / "vllm-ascend" / "sampler-topk-topp-fallback"
-# Every release on PyPI whose sampler calls a fused top-k/top-p operator unguarded.
-VERSIONS = ["0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1", "0.18.0",
-            "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.23.0",
-            "0.24.0rc1", "0.25.1rc1", "0.26.0rc1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1"]
+# Every release whose sampler calls a fused top-k/top-p operator unguarded, less those whose
+# sampler.py is byte-identical to another's (ascendpatch/data/releases.yaml, the one list).
+VERSIONS = [r.version for r in known_releases()
+            if r.sampler_fix == "applies" and r.sampler_as is None]
 # Of these, the ones with no wheel on PyPI: their file comes from the sdist (index JSON API).
-SDIST_ONLY = {"0.27.1rc1", "0.28.0rc1", "0.29.0rc1"}
+SDIST_ONLY = {r.version for r in known_releases() if not r.wheel}
 
 TEMPLATE = REPO / "tools" / "sampler-topk-topp-fallback"
 OPERATORS = {  # fused function name -> (the operator as the file calls it, its probe)

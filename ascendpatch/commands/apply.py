@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
-from dataclasses import replace
+from argparse import ArgumentParser, Namespace
 
-from ascendpatch import progress
+from ascendpatch import cliargs, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.engine import Batch, apply_artifact, unified_diff
-from ascendpatch.planner import evaluate, prepare, select
-from ascendpatch.results import ArtifactResult, CommandResult, Status, pending_exit_code
+from ascendpatch.engine import execute
+from ascendpatch.planner import prepare, select
+from ascendpatch.results import CommandResult, pending_exit_code
 
 
 def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = False,
@@ -18,45 +17,45 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = Fa
     """``diff``: also keep the unified diff of what was applied (apply --diff, like Ansible)."""
     artifacts = select(ctx.manifest, ids, ctx.enabled_extra)
     prepared = prepare(artifacts, ctx.target, ctx.env)  # every bad input raises before writing
-    results: list[ArtifactResult] = []
-    shown: set[int] = set()  # id()s of results already streamed
-    waiting: set[int] = set()  # id()s of results waiting in the batch (not final yet)
-    diffs: dict[str, str] = {}  # apply --diff: artifact id -> the change, shown once applied
     with locked(ctx) as session:
-        batch = Batch(session.store)  # one transaction for the whole run (a catalog: < 1 s)
-        for artifact, kctx in prepared:
-            plan = evaluate(artifact, kctx)
-            if batch.touches(plan):  # an earlier artifact shares a file: write it first,
-                batch.flush(results)
-                waiting.clear()
-                plan = evaluate(artifact, kctx)  # then look again
-            if diff and not dry_run and plan.skip is None:
-                diffs[artifact.id] = unified_diff(plan)
-            results.append(apply_artifact(plan, session.store, force=force, dry_run=dry_run,
-                                      batch=batch))
-            if batch.touches(plan):
-                waiting.add(id(results[-1]))
-            _stream(results, shown, waiting, diffs, diff)
-        batch.flush(results)
-        _stream(results, shown, set(), diffs, diff)
+        found = progress.stream(execute(prepared, session.store, force=force, dry_run=dry_run,
+                                        diff=diff), show_diff=diff)
+    order = {artifact.id: index for index, (artifact, _) in enumerate(prepared)}
+    results = tuple(sorted(found, key=lambda r: order[r.id]))  # shown as final; kept in order
     command = "apply --dry-run" if dry_run else "apply"
     code = pending_exit_code(results) if dry_run else None
-    return CommandResult(command, tuple(results), tuple(session.notes), exit_code_override=code,
-                         show_diff=diff)
-
-
-def _stream(results: list[ArtifactResult], shown: set[int], waiting: set[int],
-            diffs: dict[str, str], show_diff: bool) -> None:
-    """Show each result as soon as it is final (a batched one once the batch is committed)."""
-    for index, result in enumerate(results):
-        if id(result) in shown or id(result) in waiting:
-            continue
-        if result.status is Status.APPLIED and diffs.get(result.id):
-            result = results[index] = replace(result, diff=diffs.pop(result.id))
-        shown.add(id(result))
-        progress.item(result, show_diff=show_diff)
+    return CommandResult(command, results, tuple(session.notes), exit_code_override=code,
+                         show_diff=diff, streamed=True, has_recap=True)
 
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.ids, dry_run=args.dry_run, force=args.force,
                diff=args.diff)
+
+
+def configure(p: ArgumentParser) -> None:
+    cliargs.ids(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="show what would change; exit 1 if anything would")
+    p.add_argument("--force", action="store_true",
+                   help="drop-in / file / plugin artifacts: replace a file whose content is "
+                        "not a known original (it is backed up first; 'revert' restores it); "
+                        "diff artifacts: complete a partially applied patch. A diff conflict "
+                        "(hunks match neither state) is never forced: reinstall the package or "
+                        "port the patch")
+    p.add_argument("--diff", action="store_true",
+                   help="also print the unified diff of each change (with --dry-run: like "
+                        "Ansible's --check --diff)")
+    cliargs.with_option(p)
+
+
+COMMAND = cliargs.CommandSpec(
+    name="apply",
+    help="apply artifacts (idempotent)",
+    description=("Bring the selected artifacts to their applied state. Idempotent: a second run "
+                 "changes zero bytes. Ends with a recap: ok=N changed=N skipped=N failed=N. "
+                 "Exit 0 when everything is applied, 1 on a conflict or refusal (with "
+                 "--dry-run: 1 when changes are pending)."),
+    example="ascendpatch --python /usr/local/python3.12.13/bin/python3 apply --dry-run --diff",
+    run=from_args, configure=configure,
+)

@@ -9,11 +9,12 @@ interpreter is started first, and the audit's own modules load while it runs.
 from __future__ import annotations
 
 import os
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ascendpatch import cliargs
 from ascendpatch.commands.context import Context
 from ascendpatch.results import CheckResult, CommandResult, Level
 
@@ -128,3 +129,21 @@ def from_args(args: Namespace) -> CommandResult:
 
     return run_on(target, make_context, baseline=args.baseline, workers=args.workers,
                   lock_timeout=args.lock_timeout, on_wait=on_wait)
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("--baseline", type=cliargs.path, metavar="FILE",
+                   help="also report packages changed since this snapshot")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="hashing threads (default: one per CPU)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="audit",
+    help="check every installed file against its RECORD",
+    description=("Check every installed file against its RECORD, rpm -V style: changed, "
+                 "missing, orphans; ascendpatch's own patches are shown as expected. Exit 1 on "
+                 "drift."),
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python audit",
+    run=from_args, configure=configure,
+)

@@ -9,7 +9,8 @@ nothing can be built for another machine).
 
 ascendpatch's own wheel is built from the source checkout, or, from the copy install.sh
 installs (no checkout), packed again from the installed files its RECORD lists: the same
-files, the catalog included.
+files, the catalog included, each checked against the RECORD's hash first (a local edit is
+refused, never packed and shipped to the nodes with a fresh RECORD that would vouch for it).
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ import io
 import re
 import tempfile
 import zipfile
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import catalog
+from ascendpatch import catalog, cliargs
 from ascendpatch.env import pipadapter
 from ascendpatch.env.pipadapter import PipError
-from ascendpatch.errors import InvalidInputError
-from ascendpatch.hashing import record_text
+from ascendpatch.errors import InvalidInputError, RefusedError
+from ascendpatch.hashing import record_text, record_to_hex, sha256_bytes
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
 
@@ -52,13 +53,22 @@ def repack_installed(folder: Path) -> Path:
                                                     "checkout or from install.sh's venv") from None
     dist_info = f"ascendpatch-{dist.version}.dist-info"
     contents: dict[str, bytes] = {}
+    edited: list[str] = []
     for item in dist.files or []:
         rel = item.as_posix()
         if rel.startswith("..") or "__pycache__" in item.parts or rel.endswith(".pyc"):
             continue  # console scripts are made again from entry_points.txt by the installer
         if rel.startswith(f"{dist_info}/") and item.name in _SKIP_INSTALLED:
             continue
-        contents[rel] = Path(str(dist.locate_file(item))).read_bytes()
+        data = Path(str(dist.locate_file(item))).read_bytes()
+        if not _as_recorded(item, data):
+            edited.append(rel)
+        contents[rel] = data
+    if edited:
+        raise RefusedError(f"the installed ascendpatch differs from its RECORD in "
+                           f"{', '.join(edited)}: a wheel packed from it would carry those "
+                           "edits to every node and pass their audit; nothing was written",
+                           fix="reinstall it (bash install.sh) or bundle from a checkout")
     if f"{dist_info}/WHEEL" not in contents or f"{dist_info}/METADATA" not in contents:
         raise InvalidInputError(f"the installed ascendpatch ({dist_info}) lacks its WHEEL or "
                                 "METADATA file and cannot be packed again",
@@ -72,6 +82,15 @@ def repack_installed(folder: Path) -> Path:
     out = folder / f"ascendpatch-{dist.version}-py3-none-any.whl"
     atomic.write_atomic(out, buffer.getvalue(), mode=0o644)
     return out
+
+
+def _as_recorded(item: importlib.metadata.PackagePath, data: bytes) -> bool:
+    """Whether ``data`` is what the installer wrote: the RECORD's sha256 and size. A file the
+    RECORD lists without a hash (or with another algorithm) cannot be vouched for."""
+    expected = record_to_hex(f"{item.hash.mode}={item.hash.value}") if item.hash else None
+    if expected is None or (item.size is not None and item.size != len(data)):
+        return False
+    return sha256_bytes(data) == expected
 
 
 def own_wheel(folder: Path) -> Path:
@@ -128,3 +147,21 @@ def run(folder: Path, platform: str | None = None,
 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.folder, args.platform, args.python_version)
+
+
+def configure(p: ArgumentParser) -> None:
+    cliargs.folder(p)
+    p.add_argument("--platform", metavar="TAG",
+                   help="wheels for another platform, e.g. manylinux2014_aarch64 (binary only)")
+    p.add_argument("--python-version", metavar="X.Y",
+                   help="wheels for another Python version, e.g. 3.11 (binary only)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="bundle",
+    help="build a wheelhouse of ascendpatch for offline hosts",
+    description=("Build a wheelhouse (ascendpatch, its dependencies, pip-tools) for air-gapped "
+                 "hosts; install there with: bash install.sh --wheelhouse DIR."),
+    example="ascendpatch bundle ./wheels",
+    run=from_args, configure=configure,
+)

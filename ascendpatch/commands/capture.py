@@ -11,9 +11,10 @@ against that patched state, so a capture never swallows an existing patch.
 from __future__ import annotations
 
 import os
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.env import releases
@@ -70,7 +71,7 @@ def _base(ctx: Context, dist: Distribution, rel: str, pristine: bytes, ledger: L
             continue
         for patch in load_patch(kctx.source):
             if patch.path == rel:
-                patched = apply_forward(patch, base, analyze(patch, base))
+                patched = apply_forward(analyze(patch, base))
                 if patched is not None and sha256_bytes(patched) == record.sha256_after:
                     base = patched
                     notes.append(f"{rel}: diffed against {artifact_id} (already applied)")
@@ -163,3 +164,23 @@ def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | No
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.dist, args.artifact_id, args.output,
                args.manifest_out, context.source_from_args(args))
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("dist", metavar="DIST", help="the installed distribution you edited")
+    p.add_argument("--id", dest="artifact_id", metavar="ID",
+                   help="the artifact id (default: derived from DIST)")
+    p.add_argument("--output", type=cliargs.file_in_a_folder, metavar="FILE",
+                   help="the patch (default ID.patch)")
+    p.add_argument("--manifest-out", type=cliargs.file_in_a_folder, metavar="FILE",
+                   help="add or update the artifact in this manifest")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="capture",
+    help="turn edits of an installed distribution into a patch",
+    description="Turn edits of an installed distribution into a patch (and a manifest entry).",
+    example=("ascendpatch --python ./ascendpatch-sandbox/bin/python capture vllm-ascend --id "
+             "my-fix --output my-fix.patch"),
+    run=from_args, configure=configure, source=True,
+)

@@ -13,7 +13,7 @@ Never replaces the image's torch / torch_npu. Plan, then do:
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.env import pipadapter, pipdiff, pipinstall, stackcheck
@@ -105,7 +106,7 @@ def _resolve(ctx: Context, steps: Sequence[pipdiff.PipStep], source: Source) \
 
 
 def _change_data(change: pipdiff.PackageChange) -> dict[str, object]:
-    return {"package": change.name, "action": change.action, "installed": change.old,
+    return {"package": change.name, "action": change.action.value, "installed": change.old,
             "new": change.new}
 
 
@@ -176,3 +177,23 @@ def _recheck(ctx: Context, after: Target, requested: list[Requirement]) -> list[
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.reqs, dry_run=args.dry_run,
                source=context.source_from_args(args), lock=args.lock)
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("reqs", nargs="*", metavar="REQ",
+                   help="extra requirements to install with the stack's pins (pip syntax)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the change set; exit 1 if it is not empty")
+    p.add_argument("--lock", type=cliargs.path, metavar="FILE",
+                   help="install a lock written by 'ascendpatch lock' (--require-hashes)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="install",
+    help="install the stack's pins and REQs without touching torch",
+    description=("Install the manifest's pins and REQs with the target's pip; refuses when "
+                 "torch, torch-npu or another protected package would change. --dry-run exits 1 "
+                 "when the change set is not empty."),
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python install --dry-run",
+    run=from_args, configure=configure, source=True,
+)

@@ -2,22 +2,21 @@
 
 pip-compile resolves for the interpreter it runs in, so it runs from a small venv created *from
 the target interpreter* (same Python version, platform and markers), cached under
-``$ASCENDPATCH_CACHE`` (default ~/.cache/ascendpatch). Protected packages are resolved against
-their installed versions (a constraints file) and left out of the lock: the image provides
-them. ``ascendpatch install --lock FILE`` installs it with ``--require-hashes``.
+``$ASCENDPATCH_CACHE`` (default ~/.cache/ascendpatch), both by env/pipadapter. Protected
+packages are resolved against their installed versions (a constraints file) and left out of
+the lock: the image provides them. ``ascendpatch install --lock FILE`` installs it with
+``--require-hashes``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
 import tempfile
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ascendpatch import catalog, progress
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.env import pipadapter, pipdiff, stackcheck
@@ -27,27 +26,6 @@ from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
 
 DEFAULT_UNSAFE = ("pip", "setuptools", "distribute")
-
-
-def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
-    """A venv of the target's Python with pip-tools, created once and reused."""
-    key = hashlib.sha256(f"{python}|{version}".encode()).hexdigest()[:16]
-    venv = catalog.cache_dir() / "piptools" / key
-    compile_bin = venv / "bin" / "pip-compile"
-    if compile_bin.exists():
-        return compile_bin
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    made = subprocess.run([str(python), "-m", "venv", str(venv)], capture_output=True,
-                          text=True, check=False)
-    if made.returncode != 0:
-        raise PipError(f"cannot create a venv from {python} for pip-tools: "
-                       f"{made.stderr.strip().splitlines()[-1:]}")
-    proc = pipadapter.run_pip(["install", "--quiet", "--disable-pip-version-check",
-                               *source.args(), "pip-tools"], python=str(venv / "bin" / "python"))
-    if proc.returncode != 0:
-        raise PipError(f"cannot install pip-tools into {venv}: {proc.stderr.strip()[-400:]}",
-                       fix="add pip-tools to the wheelhouse (ascendpatch bundle) or go online")
-    return compile_bin
 
 
 def stack_input(ctx: Context, constraints: Path) -> str:
@@ -91,21 +69,17 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
 
 def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source) -> str:
     """pip-compile's lock of the stack (hashed, protected packages left out), or PipError."""
-    compile_bin = piptools_venv(python, ctx.target.python_version, source)
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "protected.txt"
         constraints.write_text(pipdiff.constraints(ctx.target, ctx.manifest.protected))
         spec = Path(tmp) / f"{ctx.manifest.name}.in"
         spec.write_text(stack_input(ctx, constraints))
         result = Path(tmp) / "lock.txt"
-        cmd = [str(compile_bin), "--generate-hashes", "--no-header",
-               "--strip-extras", *[a for u in unsafe for a in ("--unsafe-package", u)],
-               *source.args(), "-o", str(result), str(spec)]
-        progress.command(cmd)
-        with progress.task(f"pip-compile {ctx.manifest.name}"):
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                                  stdin=subprocess.DEVNULL, cwd=tmp)
-        progress.output(proc.stderr)
+        args = ["--generate-hashes", "--no-header", "--strip-extras",
+                *[a for u in unsafe for a in ("--unsafe-package", u)], *source.args(),
+                "-o", str(result), str(spec)]
+        proc = pipadapter.pip_compile(python, ctx.target.python_version, source, args,
+                                      cwd=Path(tmp), label=f"pip-compile {ctx.manifest.name}")
         if proc.returncode != 0:
             raise PipError(f"pip-compile could not resolve the stack of {ctx.manifest.name}: "
                            f"{pipadapter.explain(proc.stdout + chr(10) + proc.stderr)}; "
@@ -117,3 +91,18 @@ def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source) -> s
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.output, context.source_from_args(args))
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("-o", "--output", type=cliargs.output_file, required=True, metavar="FILE",
+                   help="where to write the lock ('-' for stdout)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="lock",
+    help="compile the manifest's stack into a hashed lock (pip-tools)",
+    description=("Compile the manifest's stack into a hashed requirements lock with pip-tools, "
+                 "resolved for the target's Python; protected packages stay with the image."),
+    example="ascendpatch --manifest vllm-ascend-0.18.0 lock -o stack.lock",
+    run=from_args, configure=configure, source=True,
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +13,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.deploy.logs import (
     MAX_GROUPS,
@@ -319,6 +320,34 @@ def from_args(args: Namespace) -> CommandResult:
     cache: dict[str, Target | None] = {}
     options = Options(getattr(args, "rules", None), getattr(args, "vllm_ascend", None),
                       getattr(args, "baseline", None))
-    return run(context.manifest_from_args(args), args.files, tuple(args.with_ids),
-               lambda: target_envs_py(args, cache), options,
-               lambda: target_release(args, cache))
+    manifest = context.manifest_from_args(args)
+    context.check_with(manifest, tuple(args.with_ids))  # an unknown --with id: exit 2
+    return run(manifest, args.files, tuple(args.with_ids), lambda: target_envs_py(args, cache),
+               options, lambda: target_release(args, cache))
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", type=cliargs.path, metavar="FILE",
+                   help="vLLM serve logs (one per TP rank or node); - reads standard input")
+    cliargs.with_option(p, "also require the markers of this optional artifact")
+    p.add_argument("--rules", type=cliargs.path, metavar="FILE",
+                   help="a site's own log rules, in the format of ascendpatch/data/"
+                        "log_rules.yaml (validated like a manifest)")
+    p.add_argument("--vllm-ascend", metavar="VERSION",
+                   help="judge version-limited rules for this vllm-ascend release (default: "
+                        "the installed one, else the version the log prints)")
+    p.add_argument("--baseline", type=cliargs.path, metavar="GOOD_LOG",
+                   help="report only what is new or gone compared with this known-good start "
+                        "(exit 1 when a new error or warning appears)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="logs",
+    help="triage serve logs: known-benign, known faults, unknown",
+    description=("Triage vLLM serve logs: known faults (cause and fix), known-benign lines "
+                 "(why), client errors, unknown lines for a human, and the markers the "
+                 "manifest requires. --baseline GOOD_LOG reports only what changed. Exit 1 on "
+                 "a fault or a missing marker (with --baseline: on a new error or warning)."),
+    example="ascendpatch logs serve-rank0.log serve-rank1.log",
+    run=from_args, configure=configure,
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+from ascendpatch import cliargs
 from ascendpatch.errors import ManifestError
 from ascendpatch.manifest import loader
 from ascendpatch.manifest.model import Manifest
@@ -44,3 +45,13 @@ def _fields(manifest: Manifest) -> dict[str, object]:
 def from_args(args: Namespace) -> CommandResult:
     del args
     return run()
+
+
+COMMAND = cliargs.CommandSpec(
+    name="manifests",
+    help="list the bundled manifests",
+    description=("List the bundled manifests, each validated, with their pins and artifacts "
+                 "(optional ones marked)."),
+    example="ascendpatch manifests --json",
+    run=from_args,
+)

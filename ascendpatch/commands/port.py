@@ -1,30 +1,26 @@
-"""``ascendpatch port ID --to VERSION [--from VERSION] [--write]`` and ``catalog-check``."""
+"""``ascendpatch port ID --to VERSION [--from VERSION] [--write]``."""
 
 from __future__ import annotations
 
 import os
-from argparse import Namespace
-from pathlib import Path
+from argparse import ArgumentParser, Namespace
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import progress
+from ascendpatch import cliargs
 from ascendpatch.commands import context
-from ascendpatch.env import releases
 from ascendpatch.env.pipadapter import Source
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.hashing import sha256_bytes
+from ascendpatch.inspect.portcheck import LEVEL, release_reader, verdicts
 from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest import edit, needed
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
 from ascendpatch.patchfile import diffwrite, porting
-from ascendpatch.patchfile.diffpatch import FilePatch, analyze, apply_forward
+from ascendpatch.patchfile.diffpatch import analyze, apply_forward
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
-
-_LEVEL = {porting.EXACT: Level.OK, porting.OFFSET: Level.WARN, porting.OBSOLETE: Level.WARN,
-          porting.CONFLICT: Level.FAIL, porting.GONE: Level.FAIL}
 
 
 def _version(text: str) -> Version:
@@ -53,40 +49,11 @@ def choose_variant(artifact: Artifact, to: Version, start: str | None) -> Varian
     return artifact.variant_for(to) or artifact.variants[-1]
 
 
-def verdicts(artifact: Artifact, variant: Variant, version: str, source: Source,
-             env: dict[str, str]) -> tuple[list[porting.HunkVerdict], dict[str, bytes | None]]:
-    assert variant.source is not None and artifact.distribution is not None
-    patches = load_patch(resolve_source(artifact, variant.source, env))
-    archive = releases.archive(artifact.distribution, version, source)
-    files = {p.path: releases.read_member(archive, p.path) for p in patches}
-    return porting.port(patches, files), files
-
-
-def _release_reader(artifact: Artifact, version: str, source: Source) -> porting.Reader:
-    """The release's files by path, each read once from its wheel or sdist."""
-    assert artifact.distribution is not None
-    archive = releases.archive(artifact.distribution, version, source)
-    cache: dict[str, bytes | None] = {}
-
-    def read(rel: str) -> bytes | None:
-        if rel not in cache:
-            cache[rel] = releases.read_member(archive, rel)
-        return cache[rel]
-    return read
-
-
-def _loader(artifact: Artifact, env: dict[str, str]) -> porting.Loader:
-    def load(variant: Variant) -> tuple[FilePatch, ...]:
-        assert variant.source is not None
-        return load_patch(resolve_source(artifact, variant.source, env))
-    return load
-
-
 def fixed_upstream(artifact: Artifact, version: str, source: Source) -> str | None:
     """The reason when the artifact's ``needed_if`` is false for this release's content."""
     if artifact.needed_if is None:
         return None
-    read = _release_reader(artifact, version, source)
+    read = release_reader(artifact, version, source)
     finding = needed.evaluate(artifact.needed_if, read(artifact.needed_if.file))
     return finding.reason if finding.needed is False else None
 
@@ -109,9 +76,9 @@ def run(manifest: Manifest, artifact_id: str, to: str, source: Source, *,
             f"port:{artifact.id}", "port", Level.SKIP,
             f"{artifact.title}: not needed for {artifact.distribution} {to}: fixed upstream "
             f"({reason})", data={"verdict": porting.NOT_NEEDED}),))
-    lines = [CheckResult(f"hunk:{v.path}:{v.index}", "port", _LEVEL[v.verdict], v.describe())
+    lines = [CheckResult(f"hunk:{v.path}:{v.index}", "port", LEVEL[v.verdict], v.describe())
              for v in found]
-    lines.append(CheckResult(f"port:{artifact.id}", "port", _LEVEL[word],
+    lines.append(CheckResult(f"port:{artifact.id}", "port", LEVEL[word],
                              f"{artifact.title} from variant {variant.versions} to "
                              f"{artifact.distribution} {to}: {_meaning(word)}"))
     if write:
@@ -151,7 +118,7 @@ def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, wo
         items = []
         for p in patches:
             old = files[p.path]
-            items.append((p.path, old, apply_forward(p, old, analyze(p, old))))
+            items.append((p.path, old, apply_forward(analyze(p, old))))
         header = (f"ascendpatch: {artifact.title} for {artifact.distribution} {to}\n"
                   f"Ported by 'ascendpatch port {artifact.id} --to {to}' from variant "
                   f"{variant.versions}.")
@@ -171,95 +138,26 @@ def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, wo
                        + ("" if same else f" (new patch {new_variant['source']})"))
 
 
-def catalog_check(manifest: Manifest, versions: list[str], source: Source,
-                  markdown: Path | None = None, *, new: bool = False) -> CommandResult:
-    artifacts = [a for a in manifest.artifacts if a.kind == "diff" and a.distribution]
-    if not artifacts:
-        raise InvalidInputError(f"manifest {manifest.name} has no diff artifact to check")
-    if new and versions:
-        raise InvalidInputError("give either --new or VERSION..., not both")
-    env = dict(os.environ)
-    rows: list[CheckResult] = []
-    matrix: dict[str, dict[str, str]] = {}
-    for artifact in artifacts:
-        assert artifact.distribution is not None
-        wanted = versions or releases.versions_on_index(artifact.distribution, source)
-        if new:
-            wanted = newer_than_catalog(artifact, wanted)
-            if not wanted:
-                rows.append(CheckResult(f"{artifact.id}@new", "catalog", Level.OK,
-                                        f"{artifact.id}: no release of {artifact.distribution} "
-                                        f"on the index is newer than the catalog"))
-        for version in sorted(wanted, key=Version):
-            cell, level = _cell(artifact, version, source, env)
-            matrix.setdefault(artifact.id, {})[version] = cell
-            rows.append(CheckResult(f"{artifact.id}@{version}", "catalog", level,
-                                    f"{artifact.id} x {artifact.distribution} {version}: {cell}",
-                                    data={"artifact": artifact.id, "version": version,
-                                          "verdict": cell}))
-            progress.item(rows[-1])  # shown as each release is checked
-    table = markdown_table(matrix)
-    if markdown is not None:
-        markdown.write_text(table)
-    return CommandResult("catalog-check", tuple(rows), summary=table.rstrip("\n"),
-                         extra={"matrix": matrix})
-
-
-def known_to_catalog(artifact: Artifact, version: Version) -> bool:
-    claimed = artifact.not_needed is not None and version_in(artifact.not_needed[0], version)
-    return claimed or artifact.variant_for(version) is not None
-
-
-def newer_than_catalog(artifact: Artifact, versions: list[str]) -> list[str]:
-    """The releases above the newest one the catalog names (by a variant or not_needed)."""
-    parsed = sorted(Version(v) for v in versions)
-    known = [v for v in parsed if known_to_catalog(artifact, v)]
-    if not known:
-        return [str(v) for v in parsed]
-    return [str(v) for v in parsed if v > known[-1]]
-
-
-def _cell(artifact: Artifact, version: str, source: Source, env: dict[str, str]) \
-        -> tuple[str, Level]:
-    parsed = Version(version)
-    if artifact.not_needed and version_in(artifact.not_needed[0], parsed):
-        return "not needed", Level.OK
-    covering = artifact.variant_for(parsed)
-    if covering is None and artifact.needed_if is not None:
-        verdict = porting.by_content(artifact, _release_reader(artifact, version, source),
-                                     _loader(artifact, env))
-        return _CONTENT_CELL[verdict.word]
-    found, _files = verdicts(artifact, covering or artifact.variants[-1], version, source, env)
-    word = porting.summary(found)
-    if covering is None:  # a release no variant claims: information, not a broken catalog
-        return f"{word} (no variant)", Level.WARN
-    return word, _LEVEL[word]
-
-
-# A release the catalog does not list, decided by its content (the artifact's needed_if).
-_CONTENT_CELL = {
-    porting.NOT_NEEDED: ("not needed (fixed upstream)", Level.OK),
-    porting.APPLIED: (f"{porting.OBSOLETE} (no variant)", Level.WARN),
-    porting.EXACT: (f"{porting.EXACT} (no variant)", Level.WARN),
-    porting.OFFSET: (f"{porting.OFFSET} (no variant)", Level.WARN),
-    porting.PORT_BY_HAND: (porting.PORT_BY_HAND, Level.FAIL),
-}
-
-
-def markdown_table(matrix: dict[str, dict[str, str]]) -> str:
-    versions = sorted({v for row in matrix.values() for v in row}, key=Version)
-    lines = ["| artifact | " + " | ".join(versions) + " |",
-             "|---|" + "---|" * len(versions)]
-    for artifact_id, row in matrix.items():
-        lines.append(f"| {artifact_id} | " + " | ".join(row.get(v, "") for v in versions) + " |")
-    return "\n".join(lines) + "\n"
-
-
 def from_args(args: Namespace) -> CommandResult:
     return run(context.manifest_from_args(args), args.artifact_id, args.to,
                context.source_from_args(args), start=args.start, write=args.write)
 
 
-def catalog_from_args(args: Namespace) -> CommandResult:
-    return catalog_check(context.manifest_from_args(args), args.versions,
-                         context.source_from_args(args), args.markdown, new=args.new)
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("artifact_id", metavar="ID", help="a diff artifact of the manifest")
+    p.add_argument("--to", required=True, metavar="VERSION",
+                   help="the vllm-ascend release to port to")
+    p.add_argument("--from", dest="start", metavar="VERSION",
+                   help="the variant to port (default: the one covering --to, else newest)")
+    p.add_argument("--write", action="store_true",
+                   help="write the patch and the manifest variant when every hunk applies")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="port",
+    help="check (and --write) a diff artifact against another release",
+    description=("Check a diff artifact against another vllm-ascend release, hunk by hunk; "
+                 "--write adds the ported variant."),
+    example="ascendpatch port sampler-topk-topp-fallback --to 0.27.1rc1",
+    run=from_args, configure=configure, source=True,
+)

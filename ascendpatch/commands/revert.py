@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 
-from ascendpatch import progress
+from ascendpatch import cliargs, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.engine import revert_artifact
-from ascendpatch.planner import evaluate, prepare, select
-from ascendpatch.results import ArtifactResult, CommandResult, pending_exit_code
+from ascendpatch.engine import revert_all
+from ascendpatch.planner import prepare, select
+from ascendpatch.results import CommandResult, pending_exit_code
 
 
 def run(ctx: Context, ids: list[str], *, dry_run: bool = False) -> CommandResult:
@@ -17,18 +17,30 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False) -> CommandResult
     if not ids:  # revert whatever is applied, enabled or not
         artifacts = list(ctx.manifest.artifacts)
     prepared = prepare(artifacts, ctx.target, ctx.env, required=bool(ids))
-    results: list[ArtifactResult] = []
-    with locked(ctx) as session:
-        for artifact, kctx in reversed(prepared):  # undo in reverse order of application
-            ledger = session.store.load_ledger()
-            results.append(revert_artifact(evaluate(artifact, kctx), session.store, ledger,
-                                       dry_run=dry_run))
-            progress.item(results[-1])
+    with locked(ctx) as session:  # undone in reverse order of application, listed in order
+        results = tuple(reversed(progress.stream(revert_all(prepared, session.store,
+                                                            dry_run=dry_run))))
     command = "revert --dry-run" if dry_run else "revert"
     code = pending_exit_code(results) if dry_run else None
-    return CommandResult(command, tuple(reversed(results)), tuple(session.notes),
-                         exit_code_override=code)
+    return CommandResult(command, results, tuple(session.notes), exit_code_override=code,
+                         streamed=True, has_recap=True)
 
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.ids, dry_run=args.dry_run)
+
+
+def configure(p: ArgumentParser) -> None:
+    cliargs.ids(p, "artifact ids from the manifest (default: every applied artifact)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="show what would be restored; exit 1 if anything would")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="revert",
+    help="restore the original files",
+    description=("Restore byte-identical originals from backups (or by reversing the patch and "
+                 "checking against the wheel's RECORD). Ends with the same recap as apply."),
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python revert --dry-run",
+    run=from_args, configure=configure,
+)

@@ -13,13 +13,13 @@ import json
 import shutil
 import subprocess
 import sys
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import catalog
+from ascendpatch import catalog, cliargs
 from ascendpatch.commands import context
 from ascendpatch.env import pipadapter, standins
 from ascendpatch.env.pipadapter import ONLINE, PipError, Source
@@ -161,3 +161,19 @@ def run(folder: Path, version: str = DEFAULT_VERSION, source: Source = ONLINE) \
 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.folder, args.vllm_ascend, context.source_from_args(args))
+
+
+def configure(p: ArgumentParser) -> None:
+    cliargs.folder(p)
+    p.add_argument("--vllm-ascend", default="0.18.0", metavar="VERSION",
+                   help="the vllm-ascend release to install (default 0.18.0)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="sandbox",
+    help="a throwaway target: real vllm-ascend wheel + stand-ins",
+    description=("Build (or check) a throwaway target: the real vllm-ascend wheel plus labelled "
+                 "stand-ins for torch / torch-npu. Runs on any machine, no NPU needed."),
+    example="ascendpatch sandbox ./ascendpatch-sandbox --vllm-ascend 0.18.0",
+    run=from_args, configure=configure, source=True,
+)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 
+from ascendpatch import cliargs
 from ascendpatch.deploy import smoke
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
@@ -65,3 +66,25 @@ def run(url: str, model: str | None = None, timeout: float = 60.0, wait: float =
 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.url, args.model, args.timeout, getattr(args, "wait", 0.0))
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("--url", required=True, metavar="http://HOST:PORT",
+                   help="the server's base URL")
+    p.add_argument("--model", metavar="ID", help="the model id clients will ask for")
+    p.add_argument("--request-timeout", "--timeout", dest="timeout", type=float, default=120.0,
+                   metavar="SECONDS",
+                   help="bounds each whole request, body included (default 120; --timeout is "
+                        "an alias)")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="first wait up to SECONDS for GET /v1/models to answer 200")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="smoke",
+    help="GET /v1/models, then one chat completion with top_p=0.9",
+    description=("GET /v1/models, then one chat completion with top_p=0.9 (the request that "
+                 "used to kill EngineCore); names model-id mismatches."),
+    example="ascendpatch smoke --url http://127.0.0.1:8000 --model Muse-Glimmer-30B",
+    run=from_args, configure=configure,
+)

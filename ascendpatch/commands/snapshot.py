@@ -1,11 +1,12 @@
-"""``ascendpatch snapshot -o FILE [--all-files]`` and ``ascendpatch diff A.json B.json``."""
+"""``ascendpatch snapshot -o FILE [--all-files]``."""
 
 from __future__ import annotations
 
 import json
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.engine import status_of
@@ -46,32 +47,22 @@ def run(ctx: Context, output: Path, *, all_files: bool = False) -> CommandResult
                          payload=body if str(output) == "-" else None)
 
 
-def diff(first: Path, second: Path) -> CommandResult:
-    a, b = snapshot.load(first), snapshot.load(second)
-    results: list[CheckResult] = []
-    for change, name, text in snapshot.package_changes(a["distributions"], b["distributions"]):
-        results.append(CheckResult(f"package:{name}", "diff", Level.FAIL, f"{change:<10} {text}"))
-    for aid in sorted(set(a["artifacts"]) | set(b["artifacts"])):
-        old, new = a["artifacts"].get(aid, "absent"), b["artifacts"].get(aid, "absent")
-        if old != new:
-            results.append(CheckResult(f"artifact:{aid}", "diff", Level.FAIL,
-                                       f"artifact   {aid}: {old} -> {new}"))
-    changes, skipped = snapshot.file_changes(a, b)
-    for code, rel in changes:
-        results.append(CheckResult(f"file:{rel}", "diff", Level.FAIL, f"{code:<10} {rel}",
-                                   data={"code": code, "path": rel}))
-    only = (f"; {skipped} file(s) recorded only by the --all-files snapshot were not compared"
-            if skipped else "")
-    summary = (f"diff: {first} and {second} describe the same environment{only}"
-               if not results else
-               f"diff: {len(results)} difference(s) between {first} and {second}{only}")
-    return CommandResult("diff", tuple(results), summary=summary)
-
-
 def from_args(args: Namespace) -> CommandResult:
     check_output(args.output)  # before the target is inspected
     return run(context.from_args(args), args.output, all_files=args.all_files)
 
 
-def diff_from_args(args: Namespace) -> CommandResult:
-    return diff(args.first, args.second)
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("-o", "--output", type=cliargs.output_file, required=True, metavar="FILE",
+                   help="where to write the JSON snapshot ('-' for stdout)")
+    p.add_argument("--all-files", action="store_true",
+                   help="hash every installed file, not only the stack's packages")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="snapshot",
+    help="write a JSON record of the target",
+    description="Write a JSON record of the target (distributions, artifact states, hashes).",
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python snapshot -o before.json",
+    run=from_args, configure=configure,
+)

@@ -5,11 +5,19 @@ from __future__ import annotations
 from argparse import Namespace
 from dataclasses import replace
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.engine import status_of
 from ascendpatch.planner import evaluate, prepare, select
-from ascendpatch.results import ArtifactResult, CommandResult, Level, Status, pending_exit_code
+from ascendpatch.results import (
+    PENDING,
+    ArtifactResult,
+    CommandResult,
+    Level,
+    Status,
+    pending_exit_code,
+)
 from ascendpatch.store.ledger import Ledger, LedgerStore
 
 
@@ -22,7 +30,11 @@ def run(ctx: Context, ids: list[str]) -> CommandResult:
             results += tuple(_optional(ctx, ledger, session.store))
     summary = f"target: {ctx.target.describe()}; manifest: {ctx.manifest.name}"
     return CommandResult("status", results, tuple(session.notes), summary=summary,
-                         exit_code_override=pending_exit_code(results))
+                         exit_code_override=pending_exit_code(results, _DUE))
+
+
+# An artifact that is not applied is a change `apply` would make: due, as a PENDING one.
+_DUE = PENDING | {Status.NOT_APPLIED}
 
 
 def _optional(ctx: Context, ledger: Ledger, store: LedgerStore) -> list[ArtifactResult]:
@@ -41,3 +53,13 @@ def _optional(ctx: Context, ledger: Ledger, store: LedgerStore) -> list[Artifact
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.ids)
+
+
+COMMAND = cliargs.CommandSpec(
+    name="status",
+    help="each artifact and file's state",
+    description=("Each artifact and file with its state: pristine, applied, partial or "
+                 "conflict. Exit 1 when anything is not in the desired state."),
+    example="ascendpatch --python ./ascendpatch-sandbox/bin/python status",
+    run=from_args, configure=cliargs.ids,
+)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
+from ascendpatch import cliargs
 from ascendpatch.deploy import procs
 from ascendpatch.deploy.stop import PID_MAX_LIMIT, StopReport, stop
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.results import CheckResult, CommandResult, Level
 
 PIDFILE_MAX = 64  # "4194303\n" with room for whitespace; anything longer is no pid file
@@ -23,7 +24,11 @@ def _read_pidfile(pidfile: Path, force_user: bool = False) -> tuple[str, float]:
     devices, large or binary files, and (unless ``force_user``) files another user owns: pid
     files often live in /tmp, where anyone can plant one. Its content is never echoed."""
     try:
-        fd = os.open(pidfile, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+        handle, info = open_regular(pidfile, follow_links=False)
+    except NotRegularFileError:
+        raise InvalidInputError(f"--pidfile {pidfile} is not a regular file",
+                                fix="point --pidfile at the file the server's PID was "
+                                    "written to") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise InvalidInputError(
@@ -32,20 +37,13 @@ def _read_pidfile(pidfile: Path, force_user: bool = False) -> tuple[str, float]:
                 fix="point --pidfile at the file the server's PID was written to") from None
         raise InvalidInputError(f"--pidfile {pidfile} cannot be read ({exc.strerror})") \
             from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidInputError(f"--pidfile {pidfile} is not a regular file",
-                                    fix="point --pidfile at the file the server's PID was "
-                                        "written to")
+    with handle:
         if info.st_uid not in (0, os.getuid()) and not force_user:
             raise InvalidInputError(
                 f"--pidfile {pidfile} belongs to uid {info.st_uid}, not to you: anyone "
                 "may have written it",
                 fix="if that user's server is really the one to stop, rerun with --force-user")
-        data = os.read(fd, PIDFILE_MAX + 1)
-    finally:
-        os.close(fd)
+        data = handle.read(PIDFILE_MAX + 1)
     if len(data) > PIDFILE_MAX:
         raise InvalidInputError(f"--pidfile {pidfile} is not a pid file (more than "
                                 f"{PIDFILE_MAX} bytes)")
@@ -111,7 +109,7 @@ def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = 
         raise InvalidInputError("--grace must be 0 or more seconds")
     target, written = _pid(pidfile, pid, force_user)
     report = stop(target, grace, everything=everything, force_user=force_user, written=written)
-    results = [CheckResult(f"stop:{i}", "stop", Level(level), text)
+    results = [CheckResult(f"stop:{i}", "stop", level, text)
                for i, (level, text) in enumerate(report.events)]
     if report.refused:
         return CommandResult("stop", tuple(results))
@@ -130,3 +128,29 @@ def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.pidfile, args.pid, args.grace, args.all_vllm,
                getattr(args, "force_user", False))
+
+
+def configure(p: ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--pidfile", type=cliargs.path, metavar="FILE",
+                       help="a file holding the server's PID")
+    which.add_argument("--pid", type=int, metavar="N", help="the server's PID")
+    p.add_argument("--grace-timeout", "--grace", dest="grace", type=float, default=5.0,
+                   metavar="SECONDS",
+                   help="how long to wait after TERM before KILL (default 5; --grace is an "
+                        "alias)")
+    p.add_argument("--all-vllm", action="store_true",
+                   help="also stop every vLLM process of this user, even with a live parent "
+                        "(default: only the server's own and re-parented ones)")
+    p.add_argument("--force-user", action="store_true",
+                   help="also signal processes of other users (refused by default)")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="stop",
+    help="stop a server: TERM its group, wait, KILL, then leftovers",
+    description=("Stop a vLLM server: TERM its process group, wait, KILL, then its leftover "
+                 "EngineCore / Worker processes."),
+    example="ascendpatch stop --pidfile serve.pid",
+    run=from_args, configure=configure,
+)

@@ -12,9 +12,7 @@ named ``-``) are read: a FIFO or a device is refused before anything is read.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from typing import BinaryIO
 from ascendpatch import progress
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.paths import NotRegularFileError, open_regular
 
 MAX_LINE = 64 * 1024
 SPINNER_BYTES = 4 * 1024 * 1024  # a log this big gets a progress bar on a terminal
@@ -88,27 +87,20 @@ class Traceback:
         self.open = self.after_frame = False
 
 
-def _refuse(shown: str, mode: int) -> InvalidInputError:
-    what = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
-            stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
-    return InvalidInputError(f"log {shown} is {what}, not a regular file: refusing to read it",
-                             fix="save the log to a file first (vllm serve ... > serve.log "
-                                 "2>&1) and triage that file, or pipe it: ... | ascendpatch "
-                                 "logs -")
+_FIX_NOT_REGULAR = ("save the log to a file first (vllm serve ... > serve.log 2>&1) and triage "
+                    "that file, or pipe it: ... | ascendpatch logs -")
 
 
 def _open(path: Path) -> tuple[BinaryIO, int]:
     shown = printable(str(path))  # file names are anyone's choice on a shared host
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        handle, info = open_regular(path)
+    except NotRegularFileError as exc:
+        raise InvalidInputError(f"log {shown} is {exc.what}, not a regular file: refusing to "
+                                "read it", fix=_FIX_NOT_REGULAR) from None
     except OSError as exc:
         raise InvalidInputError(f"log {shown} cannot be read ({exc.strerror})") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise _refuse(shown, mode)
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb"), os.fstat(fd).st_size
+    return handle, info.st_size
 
 
 def _cut_lines(handle: BinaryIO, left: int | None) -> Iterator[bytes]:

@@ -29,7 +29,6 @@ from packaging.version import InvalidVersion, Version
 from ascendpatch.deploy.logread import MAX_LINE, Traceback, is_exception, split_line, stream_lines
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.manifest import schema as s
-from ascendpatch.manifest.loader import parse_yaml
 
 __all__ = ["MAX_GROUPS", "MAX_LINE", "Finding", "Knowledge", "Rule", "Triage", "Triager",
            "compare", "literals", "load_rules", "read_rules_file", "stream_lines", "triage"]
@@ -46,7 +45,7 @@ _ASCEND_ENV = re.compile(r"VLLM_ASCEND_\w+")
 _LOG_VERSION = re.compile(r"LLM engine \(v(\d+\.\d+[\w.+]*)\)|vLLM API server version "
                           r"(\d+\.\d+[\w.+]*)|█ +version +(\d+\.\d+[\w.+]*)")
 
-# The line the SmoothQuant drop-in logs on every tensor-parallel rank (field note 003).
+# The line the SmoothQuant drop-in logs on every tensor-parallel rank.
 SMOOTHQUANT_MARKER: dict[str, Any] = {
     "id": "smoothquant-scales", "class": "marker", "per_rank": True,
     "pattern": r"\[smooth-w8a8\] loaded (?P<count>\d+) smooth scale vectors",
@@ -192,6 +191,14 @@ def _rules_of(doc: Mapping[str, Any], origin: str) -> list[Rule]:
             for raw in doc.get(key) or ()]
 
 
+def _parse_yaml(text: str, path: Path) -> object:
+    """The manifest loader's YAML reader (duplicate keys refused, aliases bounded). Imported
+    here, not at the top: the loader imports the kinds, one of which imports this module."""
+    from ascendpatch.manifest.loader import parse_yaml
+
+    return parse_yaml(text, path)
+
+
 def read_rules_file(path: Path) -> list[Rule]:
     """A site's own rules, in log_rules.yaml's format, validated like a manifest: every
     problem (with its key path, and every pattern that does not compile) is reported at once,
@@ -200,7 +207,7 @@ def read_rules_file(path: Path) -> list[Rule]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"--rules {path}: cannot be read ({exc})") from None
-    doc = parse_yaml(text, path)
+    doc = _parse_yaml(text, path)
     problems = [f"{path}: {p}" for p in s.validate(doc, RULES_FILE)]
     if not problems and isinstance(doc, dict):
         problems = [f"{path}: {key}[{i}].pattern: {problem}" for key in _KINDS
@@ -234,7 +241,7 @@ def load_rules(extra: Iterable[Mapping[str, Any]] = (), site: Sequence[Rule] = (
 
 def yaml_doc() -> dict[str, Any]:
     text = files("ascendpatch").joinpath("data/log_rules.yaml").read_text(encoding="utf-8")
-    doc = parse_yaml(text, Path("log_rules.yaml"))
+    doc = _parse_yaml(text, Path("log_rules.yaml"))
     assert isinstance(doc, dict)
     return doc
 

@@ -74,6 +74,19 @@ def _parse(pid: int, stat: str, cmdline: bytes, uid: int) -> Proc | None:
         return None
 
 
+def namespace_problem() -> str | None:
+    """Why /proc is not this process's own PID namespace, or None when it is. A shell that
+    joined only a container's mount namespace sees the container's /proc, whose PID numbers
+    are not the ones ``kill`` reaches: every signal would hit another process."""
+    try:
+        seen = int(str((PROC / "self").readlink()))
+    except (OSError, ValueError):
+        return "/proc/self does not resolve"
+    if seen != os.getpid():
+        return f"/proc/self is PID {seen}, this process is PID {os.getpid()}"
+    return None
+
+
 def read(pid: int) -> Proc | None:
     if pid <= 0:
         return None

@@ -1,5 +1,6 @@
 """Endpoint smoke test: GET /v1/models, then one short chat completion with top_p=0.9 (the
-request that used to kill EngineCore, field note 003 pitfall 1). Standard library HTTP only.
+request that killed EngineCore when the fused top-k/top-p operator was missing,
+vllm-project/vllm-ascend#11999). Standard library HTTP only.
 
 The server is untrusted: an answer larger than ``MAX_BODY`` is refused, ``timeout`` bounds each
 whole request (connect, headers and body: a server dripping one byte a second is cut off at the
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendpatch.deploy.text import printable
+from ascendpatch.untrusted import load_json
 
 MAX_BODY = 8 * 1024 * 1024
 MAX_REDIRECTS = 5
@@ -193,6 +195,12 @@ def request(endpoint: Endpoint, method: str, path: str, doc: dict[str, Any] | No
     raise SmokeError(f"more than {MAX_REDIRECTS} redirects")
 
 
+def _doc(body: bytes, what: str) -> Any:
+    """The server's JSON, bounded (ascendpatch.untrusted): a hostile answer nested 100,000
+    deep is "not a model list", never a RecursionError."""
+    return load_json(body, what)
+
+
 def models(endpoint: Endpoint, timeout: float) -> tuple[Step, list[str]]:
     url = f"{endpoint.shown()}/v1/models"
     try:
@@ -202,7 +210,7 @@ def models(endpoint: Endpoint, timeout: float) -> tuple[Step, list[str]]:
     if answer.status != 200:
         return Step(False, f"GET {url} answered {answer.status}", answer.seconds), []
     try:
-        ids = [str(m["id"]) for m in json.loads(answer.body)["data"]]
+        ids = [str(m["id"]) for m in _doc(answer.body, "the model list")["data"]]
     except (ValueError, KeyError, TypeError):
         return Step(False, f"GET {url}: not an OpenAI model list", answer.seconds), []
     shown = printable(", ".join(ids)) or "no model"
@@ -212,7 +220,8 @@ def models(endpoint: Endpoint, timeout: float) -> tuple[Step, list[str]]:
 
 def wait_ready(endpoint: Endpoint, seconds: float, timeout: float,
                sleep: Callable[[float], None] = time.sleep) -> Step:
-    """Poll GET /v1/models until it answers 200 (what field note 000 §4.1's loop does)."""
+    """Poll GET /v1/models until it answers 200 (the readiness check of a serving script:
+    the server loads its weights before it listens)."""
     start = time.monotonic()
     deadline = start + seconds
     tries = 0
@@ -268,7 +277,7 @@ def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
         excerpt = printable(answer.body[:200].decode(errors="replace"))
         return Step(False, f"POST /v1/chat/completions: {answer.status}: {excerpt}", took)
     try:
-        text = json.loads(answer.body)["choices"][0]["message"]["content"]
+        text = _doc(answer.body, "the chat answer")["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
         return Step(False, "POST /v1/chat/completions: 200 but no choices in the answer", took)
     return Step(True, f"chat completion with top_p=0.9: 200 in {took * 1000:.0f} ms "

@@ -1,4 +1,4 @@
-"""Stop a vLLM server safely (field note 003 pitfall 2; vllm-ascend #9888; vLLM #55510).
+"""Stop a vLLM server safely (leftover workers keep NPU memory: vllm-ascend #9888; vLLM #55510).
 
 What belongs to the server: its descendants, its session when it leads one, its process group
 when it leads one. Never PID 1, never this process or its ancestors, never another user's
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ascendpatch.deploy import procs
+from ascendpatch.results import Level
 
 PID_MAX_LIMIT = 1 << 22  # the kernel's ceiling for /proc/sys/kernel/pid_max
 STALE_SLACK = 1.0  # seconds: the clock-tick start time against the pid file's mtime
@@ -30,7 +31,7 @@ STALE_SLACK = 1.0  # seconds: the clock-tick start time against the pid file's m
 
 @dataclass
 class StopReport:
-    events: list[tuple[str, str]] = field(default_factory=list)  # (level, text)
+    events: list[tuple[Level, str]] = field(default_factory=list)
     survivors: list[procs.Proc] = field(default_factory=list)
     zombies: list[procs.Proc] = field(default_factory=list)
     denied: set[int] = field(default_factory=set)  # a signal failed with EPERM
@@ -38,7 +39,7 @@ class StopReport:
     npu_smi: str | None = None
     refused: bool = False
 
-    def say(self, level: str, text: str) -> None:
+    def say(self, level: Level, text: str) -> None:
         self.events.append((level, text))
 
 
@@ -134,7 +135,7 @@ def _allowed(found: Iterable[procs.Proc], policy: Policy, report: StopReport) ->
             out.add(proc.pid)
             report.seen[proc.pid] = proc
         elif proc.pid > 1 and proc.pid not in policy.protected:
-            report.say("WARN", f"{_describe(proc)} belongs to uid {proc.uid}, not to you: "
+            report.say(Level.WARN, f"{_describe(proc)} belongs to uid {proc.uid}, not to you: "
                                "left alone (--force-user to stop it too)")
     return out
 
@@ -154,7 +155,7 @@ def _stop_tree(root: procs.Proc, grace: float, report: StopReport, policy: Polic
                sleep: Callable[[float], None]) -> set[int]:
     report.seen[root.pid] = root
     targets = _allowed(_tree(root, set()), policy, report)
-    report.say("OK", f"sent TERM to {_describe(root)} and {max(len(targets) - 1, 0)} "
+    report.say(Level.OK, f"sent TERM to {_describe(root)} and {max(len(targets) - 1, 0)} "
                      "process(es) of its tree, session and group")
     _signal(targets, signal.SIGTERM, policy, report)
     left = _wait(targets, grace, sleep, report)
@@ -163,7 +164,7 @@ def _stop_tree(root: procs.Proc, grace: float, report: StopReport, policy: Polic
     for pid in sorted(left):
         proc = procs.same(report.seen[pid])
         if proc is not None:
-            report.say("WARN", f"{_describe(proc)} ignored TERM for {grace:g}s: sending KILL")
+            report.say(Level.WARN, f"{_describe(proc)} ignored TERM for {grace:g}s: sending KILL")
     left |= late
     if left:
         _signal(left, signal.SIGKILL, policy, report)
@@ -208,15 +209,15 @@ def _stop_leftovers(grace: float, report: StopReport, policy: Policy,
             owner = (f"belongs to a live server (parent PID {proc.ppid})"
                      if procs.has_live_server_ancestor(proc, table) else
                      f"is in the session of PID 1 ({table[1].title}), which runs")
-            report.say("SKIP", f"{_describe(proc)} {owner}: left alone (--all-vllm to stop it "
+            report.say(Level.SKIP, f"{_describe(proc)} {owner}: left alone (--all-vllm to stop it "
                                "too)")
         elif not policy.allows(proc):
-            report.say("WARN", f"leftover {_describe(proc)} belongs to uid {proc.uid}, not to "
+            report.say(Level.WARN, f"leftover {_describe(proc)} belongs to uid {proc.uid}, not to "
                                "you: left alone (--force-user to stop it too)")
         else:
             leftovers.append(proc)
     for proc in leftovers:
-        report.say("WARN", f"leftover vLLM process {_describe(proc)}, parent PID {proc.ppid}: "
+        report.say(Level.WARN, f"leftover vLLM process {_describe(proc)}, parent PID {proc.ppid}: "
                            "stopping it")
     pids = {p.pid for p in leftovers}
     for proc in leftovers:
@@ -244,6 +245,14 @@ def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = t
     """Stop server ``pid`` and leftovers; ``written``: when the pid file naming it was
     written (a process started later cannot be the one it names)."""
     report = StopReport()
+    problem = procs.namespace_problem()
+    if problem is not None:
+        report.say(Level.FAIL, f"/proc belongs to another PID namespace ({problem}): its PID "
+                               "numbers are not the ones signals reach, so nothing was "
+                               "signalled; run stop inside the server's PID namespace (nsenter "
+                               "--pid --mount, or in the container)")
+        report.refused = True
+        return report
     policy = policy_for_self(force_user)
     touched: set[int] = set()
     server: int | None = None
@@ -252,22 +261,22 @@ def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = t
             raise ValueError(f"not a stoppable process id: {pid}")  # the command checks first
         root = procs.read(pid)
         if pid in policy.protected:
-            report.say("FAIL", f"PID {pid} is this ascendpatch process or one of its parents: "
+            report.say(Level.FAIL, f"PID {pid} is this ascendpatch process or one of its parents: "
                                "refusing to stop it")
             report.refused = True
             return report
         if root is None:
-            report.say("OK", f"PID {pid} is not running (already stopped)")
+            report.say(Level.OK, f"PID {pid} is not running (already stopped)")
         elif root.zombie:
             report.zombies.append(root)
         elif written is not None and _stale(root, written):
-            report.say("FAIL", f"{_describe(root)} started after the pid file was written: the "
+            report.say(Level.FAIL, f"{_describe(root)} started after the pid file was written: the "
                                "server it names is gone and its PID now belongs to another "
                                "process: refusing to stop it; remove the stale pid file")
             report.refused = True
             return report
         elif not policy.allows(root):
-            report.say("FAIL", f"{_describe(root)} belongs to uid {root.uid}, not to you "
+            report.say(Level.FAIL, f"{_describe(root)} belongs to uid {root.uid}, not to you "
                                f"(uid {policy.uid}): refusing to stop it; if it really is the "
                                "server, rerun with --force-user")
             report.refused = True

@@ -1,8 +1,8 @@
 """Which interpreter is the target when --python is not given.
 
 Order: ``$ASCENDPATCH_PYTHON``; then the candidates below, first one with vllm-ascend installed.
-The vllm-omni images put their Python at /usr/local/python3.12.13/bin (field note 000 §1.4),
-whose system python3 is a 3.10 without pip.
+The vllm-omni images put their Python at /usr/local/python3.12.13/bin; their system python3
+is a 3.10 without pip.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 Every script (introspection, operator probes, the plugin registry check, scale counting) is
 stdlib-only Python 3.8+ and prints one JSON document as its last line. This module runs it with
-``python -c``, after a preamble that removes the caller's working directory from sys.path (the
-target's view, and its imports, must not depend on where the user stands: a checkout's
-.egg-info or a folder named torch_npu would otherwise leak in).
+``python -B -c`` (a read-only command writes nothing: no ``__pycache__`` of the target's own
+modules, root-owned, appears in its site-packages), after a preamble that removes the
+caller's working directory from sys.path (the target's view, and its imports, must not depend
+on where the user stands: a checkout's .egg-info or a folder named torch_npu would otherwise
+leak in).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class Running:
         self.python = python
         try:
             self.proc = subprocess.Popen(
-                [str(python), "-c", PREAMBLE + script, *args], stdout=subprocess.PIPE,
+                [str(python), "-B", "-c", PREAMBLE + script, *args], stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                 start_new_session=True, env=dict(env) if env is not None else None)
         except FileNotFoundError:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch import catalog
+from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.store import atomic
 
 FORMAT = 1
@@ -54,17 +55,11 @@ def read_private(path: Path) -> bytes | None:
         return None
     try:
         # never follows a link, never blocks on a FIFO planted where the cache goes
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+        handle, info = open_regular(path, follow_links=False)
+    except (OSError, NotRegularFileError):
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-            return None
-        with open(fd, "rb", closefd=False) as handle:
-            return handle.read()
-    finally:
-        os.close(fd)
+    with handle:
+        return handle.read() if info.st_uid == os.geteuid() else None
 
 
 def write_private(path: Path, payload: bytes) -> None:

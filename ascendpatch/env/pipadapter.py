@@ -7,6 +7,7 @@ configuration (mirror, certificates) is respected; ``--offline`` adds ``--no-ind
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ascendpatch import progress
+from ascendpatch import catalog, progress
 from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 
@@ -58,11 +59,13 @@ def pip_command(target: Target) -> list[str]:
     return [sys.executable, "-m", "pip", "--python", str(target.python)]
 
 
-def _run(cmd: Sequence[str], env: Mapping[str, str] | None) -> subprocess.CompletedProcess[str]:
+def _run(cmd: Sequence[str], env: Mapping[str, str] | None, *, label: str | None = None,
+         cwd: Path | None = None, timeout: float | None = PIP_TIMEOUT) \
+        -> subprocess.CompletedProcess[str]:
     progress.command(cmd)  # -v shows the command line and pip's output
-    with progress.task(_label(cmd)):
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=PIP_TIMEOUT,
-                              check=False, stdin=subprocess.DEVNULL,
+    with progress.task(label or _label(cmd)):
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout,
+                              check=False, stdin=subprocess.DEVNULL, cwd=cwd,
                               env=dict(env) if env is not None else None)
     progress.output(proc.stdout if "--report" not in cmd else "")
     progress.output(proc.stderr)
@@ -168,3 +171,34 @@ def run_pip(args: Sequence[str], env: Mapping[str, str] | None = None,
             python: str | None = None) -> subprocess.CompletedProcess[str]:
     """This tool's own pip (downloads, wheels for bundles)."""
     return _run([python or sys.executable, "-m", "pip", *args], env)
+
+
+def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
+    """pip-compile in a venv created *from* ``python`` (pip-compile resolves for the
+    interpreter it runs in: same Python version, platform and markers), made once under the
+    cache (``piptools/<key>``) and reused."""
+    key = hashlib.sha256(f"{python}|{version}".encode()).hexdigest()[:16]
+    venv = catalog.cache_dir() / "piptools" / key
+    compile_bin = venv / "bin" / "pip-compile"
+    if compile_bin.exists():
+        return compile_bin
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    made = subprocess.run([str(python), "-m", "venv", str(venv)], capture_output=True,
+                          text=True, check=False)
+    if made.returncode != 0:
+        raise PipError(f"cannot create a venv from {python} for pip-tools: "
+                       f"{made.stderr.strip().splitlines()[-1:]}")
+    proc = run_pip(["install", "--quiet", "--disable-pip-version-check", *source.args(),
+                    "pip-tools"], python=str(venv / "bin" / "python"))
+    if proc.returncode != 0:
+        raise PipError(f"cannot install pip-tools into {venv}: {proc.stderr.strip()[-400:]}",
+                       fix="add pip-tools to the wheelhouse (ascendpatch bundle) or go online")
+    return compile_bin
+
+
+def pip_compile(python: Path, version: str | None, source: Source, args: Sequence[str],
+                cwd: Path, label: str) -> subprocess.CompletedProcess[str]:
+    """pip-compile (pip-tools, installed from ``source``) with ``args``, for ``python``'s
+    environment, run in ``cwd``; no time limit: resolving a serving stack may take long."""
+    cmd = [str(piptools_venv(python, version, source)), *args]
+    return _run(cmd, None, label=label, cwd=cwd, timeout=None)

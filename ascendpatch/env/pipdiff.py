@@ -1,7 +1,7 @@
 """pip's report diffed against the target, and the InstallPlan built from it (pure).
 
 pip's ``--dry-run --report`` lists only what it would install; the replacements come from
-diffing that list against what the target has (anchors-patching.md, B2). :func:`plan` turns
+diffing that list against what the target has. :func:`plan` turns
 the reports of an install's pip steps into one frozen :class:`InstallPlan`: every change, the
 protected packages it would touch (each with the requirement chain that pulls it in, and so
 the reason it is refused), what the ``--no-deps`` packages would leave unmet, and the
@@ -11,6 +11,7 @@ a process, prints or writes: the executor (``env/pipinstall.py``) does.
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,19 +25,29 @@ from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Target
 
 
+class ChangeAction(str, enum.Enum):
+    """What pip would do to one distribution; the value is the word output and --json use."""
+
+    INSTALL = "install"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    REPLACE = "replace"  # same version, other build (local label) or unparsable versions
+    REINSTALL = "reinstall"
+
+
 @dataclass(frozen=True)
 class PackageChange:
     """What pip would do to one distribution of the target."""
 
     name: str  # canonical
-    action: str  # install | upgrade | downgrade | replace | reinstall
+    action: ChangeAction
     old: str | None
     new: str
 
     def describe(self) -> str:
         if self.old is None:
             return f"install {self.name} {self.new}"
-        return f"{self.action} {self.name} {self.old} -> {self.new}"
+        return f"{self.action.value} {self.name} {self.old} -> {self.new}"
 
 
 @dataclass(frozen=True)
@@ -152,16 +163,16 @@ def _unmet_after(report: Mapping[str, Any], versions: Mapping[str, str],
     return found
 
 
-def _action(old: str, new: str) -> str:
+def _action(old: str, new: str) -> ChangeAction:
     try:
         old_v, new_v = Version(old), Version(new)
     except InvalidVersion:
-        return "replace"
+        return ChangeAction.REPLACE
     if new_v == old_v:
-        return "reinstall" if old == new else "replace"
+        return ChangeAction.REINSTALL if old == new else ChangeAction.REPLACE
     if new_v.public == old_v.public:
-        return "replace"  # same release, other local label: 2.10.0+cpu vs 2.10.0
-    return "upgrade" if new_v > old_v else "downgrade"
+        return ChangeAction.REPLACE  # same release, other local label: 2.10.0+cpu vs 2.10.0
+    return ChangeAction.UPGRADE if new_v > old_v else ChangeAction.DOWNGRADE
 
 
 def change_set(report: Mapping[str, Any], target: Target) -> list[PackageChange]:
@@ -171,7 +182,7 @@ def change_set(report: Mapping[str, Any], target: Target) -> list[PackageChange]
         name = canonicalize_name(meta["name"])
         installed = target.get(name)
         old = installed.version if installed else None
-        action = "install" if old is None else _action(old, meta["version"])
+        action = ChangeAction.INSTALL if old is None else _action(old, meta["version"])
         changes.append(PackageChange(name, action, old, meta["version"]))
     return changes
 

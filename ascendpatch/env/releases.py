@@ -1,7 +1,9 @@
 """Files of a released distribution, without installing it: from a wheelhouse, the cache, a
 wheel that `pip download --no-deps` fetches, or the sdist taken from the index's PEP 691 JSON
 API (vllm-ascend sdists cannot have their metadata built without CANN, so pip cannot download
-them). Honours $PIP_INDEX_URL; --offline never leaves the wheelhouse."""
+them). Honours $PIP_INDEX_URL; --offline never leaves the wheelhouse. Also the one list of the
+vllm-ascend releases the catalog was checked against (``data/releases.yaml``), which the
+maintainer tools, the tests and the README's matrix read."""
 
 from __future__ import annotations
 
@@ -14,8 +16,11 @@ import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
+import yaml
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
@@ -30,6 +35,24 @@ SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
 class ReleaseError(AscendpatchError):
     """A release's files could not be had."""
+
+
+@dataclass(frozen=True)
+class KnownRelease:
+    """One release of ``data/releases.yaml``: what the index holds of it and what
+    ``catalog-check`` says of the sampler fix there."""
+
+    version: str
+    wheel: bool  # False: the index has only its sdist
+    sampler_fix: str
+    sampler_as: str | None = None  # its sampler.py is byte-identical to this release's
+
+
+def known_releases(name: str = "vllm-ascend") -> list[KnownRelease]:
+    """The releases of ``name`` the catalog was checked against, oldest first."""
+    doc = yaml.safe_load(files("ascendpatch").joinpath("data/releases.yaml").read_text())
+    return [KnownRelease(str(e["version"]), bool(e["wheel"]), str(e["sampler_fix"]),
+                         e.get("sampler_as")) for e in doc[name]]
 
 
 def index_url() -> str:

@@ -8,12 +8,13 @@ directly with ``importlib.metadata`` and needs no interpreter at all.
 from __future__ import annotations
 
 import csv
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from packaging.utils import canonicalize_name
 
 from ascendpatch.env import inscript
 from ascendpatch.errors import TargetError
@@ -24,15 +25,6 @@ if TYPE_CHECKING:
 
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
-
-_SEPARATORS = re.compile(r"[-_.]+")
-
-
-def canonicalize_name(name: str) -> str:
-    """PEP 503 normalisation, as packaging.utils.canonicalize_name does it; kept here because
-    importing packaging.utils pulls in packaging.tags (logging, platform, ELF parsing), a fifth
-    of the start-up of a repeat audit, which needs nothing else from it."""
-    return _SEPARATORS.sub("-", name).lower()
 
 INTROSPECT_TIMEOUT = 60.0
 

@@ -1,7 +1,7 @@
 """A fleet's drift: many hosts' snapshots against one baseline (given, or the majority).
 
-Pure comparison, no printing and no writing: ``commands/fleet.py`` calls it and the renderers
-(``output.py`` for the terminal, ``fleethtml.py`` for the page) show the result.
+Pure comparison, no printing and no writing: ``commands/fleet_report.py`` calls it and the
+renderers (``output.py`` for the terminal, ``fleethtml.py`` for the page) show the result.
 
 A host is named by its snapshot's file name without ``.json`` (the Ansible role fetches each
 node's snapshot as ``<inventory_hostname>.json``). Each host gets one cell per check:
@@ -20,7 +20,6 @@ same package version.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.inspect.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_KIND
+from ascendpatch.inspect import snapshot
 from ascendpatch.results import Level
 
 HEALTHY_ARTIFACT = ("already-applied", "applied", "skipped")
@@ -117,14 +116,17 @@ def host_name(path: Path) -> str:
     return name
 
 
-def parse(doc: Any, source: str, host: str, intern: Interner | None = None) -> HostSnapshot:
-    """A snapshot document as a HostSnapshot; InvalidInputError names what is wrong."""
+WORDING = snapshot.Wording(unreadable="{path} cannot be read ({exc})",
+                           not_json="{path} is not valid JSON (truncated? {exc})",
+                           foreign="{path} is not an ascendpatch snapshot (foreign JSON)",
+                           other_format="{path} is a snapshot of format {found!r}; this "
+                                        "ascendpatch reads format {wanted}")
+
+
+def parse(doc: dict[str, Any], source: str, host: str, intern: Interner | None = None) \
+        -> HostSnapshot:
+    """A snapshot document as a HostSnapshot; InvalidInputError names what is missing."""
     intern = intern or Interner()
-    if not isinstance(doc, dict) or doc.get("kind") != SNAPSHOT_KIND:
-        raise InvalidInputError(f"{source} is not an ascendpatch snapshot (foreign JSON)")
-    if doc.get("format") != SNAPSHOT_FORMAT:
-        raise InvalidInputError(f"{source} is a snapshot of format {doc.get('format')!r}; "
-                                f"this ascendpatch reads format {SNAPSHOT_FORMAT}")
     try:
         packages = {intern(str(name)): intern(str(d["version"]))
                     for name, d in doc["distributions"].items()}
@@ -138,15 +140,7 @@ def parse(doc: Any, source: str, host: str, intern: Interner | None = None) -> H
 
 
 def read(path: Path, intern: Interner | None = None) -> HostSnapshot:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{path} cannot be read ({exc})") from None
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(f"{path} is not valid JSON (truncated? {exc})") from None
-    return parse(doc, str(path), host_name(path), intern)
+    return parse(snapshot.load(path, WORDING), str(path), host_name(path), intern)
 
 
 def duplicate_hosts(paths: Sequence[Path]) -> dict[str, list[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.audit import StatCache, hash_files
 from ascendpatch.manifest.model import Manifest
+from ascendpatch.paths import NotRegularFileError, open_regular
 
 SNAPSHOT_KIND = "ascendpatch-snapshot"
 SNAPSHOT_FORMAT = 1
@@ -74,22 +76,46 @@ def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
     }
 
 
-def load(path: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Wording:
+    """How a reader of snapshots words the ways a file is none: each is part of that command's
+    output (diff and audit --baseline fail with a fix; fleet lists the hosts it skipped).
+    Fields: ``{path}``, ``{exc}``, ``{found}`` (the document's format), ``{wanted}``."""
+
+    unreadable: str
+    not_json: str
+    foreign: str
+    other_format: str
+    fix: str | None = None
+
+
+READ_FIX = "create one with 'ascendpatch snapshot -o FILE'"
+DIFF_WORDING = Wording(unreadable="snapshot {path} cannot be read ({exc})",
+                       not_json="{path} is not an ascendpatch snapshot (not JSON)",
+                       foreign="{path} is not an ascendpatch snapshot",
+                       other_format="snapshot {path} has format {found}; this ascendpatch "
+                                    "reads format {wanted}", fix=READ_FIX)
+
+
+def load(path: Path, wording: Wording = DIFF_WORDING) -> dict[str, Any]:
+    """The snapshot document in ``path``, checked to be one of the format this version reads:
+    the one reader of snapshot files (diff, audit --baseline, fleet)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInputError(f"snapshot {path} cannot be read ({exc})") from None
+        handle, _info = open_regular(path)  # a FIFO named as a snapshot must not hang diff
+        with handle:
+            text = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError, NotRegularFileError) as exc:
+        raise InvalidInputError(wording.unreadable.format(path=path, exc=exc)) from None
     try:
         doc = json.loads(text)
-    except ValueError:
-        raise InvalidInputError(f"{path} is not an ascendpatch snapshot (not JSON)",
-                                fix="create one with 'ascendpatch snapshot -o FILE'") from None
+    except ValueError as exc:
+        raise InvalidInputError(wording.not_json.format(path=path, exc=exc),
+                                fix=wording.fix) from None
     if not isinstance(doc, dict) or doc.get("kind") != SNAPSHOT_KIND:
-        raise InvalidInputError(f"{path} is not an ascendpatch snapshot",
-                                fix="create one with 'ascendpatch snapshot -o FILE'")
+        raise InvalidInputError(wording.foreign.format(path=path), fix=wording.fix)
     if doc.get("format") != SNAPSHOT_FORMAT:
-        raise InvalidInputError(f"snapshot {path} has format {doc.get('format')}; this "
-                                f"ascendpatch reads format {SNAPSHOT_FORMAT}")
+        raise InvalidInputError(wording.other_format.format(
+            path=path, found=doc.get("format"), wanted=SNAPSHOT_FORMAT))
     return doc
 
 

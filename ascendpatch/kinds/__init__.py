@@ -10,16 +10,15 @@ from ascendpatch.kinds.file import FileKind
 from ascendpatch.kinds.hffile import HfFileKind
 from ascendpatch.kinds.plugin import PluginKind
 
+# The order is the one in which verify shows the checks kinds add (Kind.checks): the
+# adapters' registry before SmoothQuant's halves.
 KINDS: dict[str, Kind] = {
     "diff": DiffKind(),
+    "plugin": PluginKind(),
     "dropin": DropinKind(),
     "file": FileKind(),
-    "plugin": PluginKind(),
     "hf-file": HfFileKind(),
     "env-file": EnvFileKind(),
 }
 
-# Kinds that manifests may declare but this version cannot act on yet: reported as skipped.
-PLANNED_KINDS: dict[str, str] = {}
-
-KIND_NAMES = frozenset(KINDS) | frozenset(PLANNED_KINDS)
+KIND_NAMES = frozenset(KINDS)

@@ -4,7 +4,9 @@ A kind only *reads*: it looks at the target's current files and says, per file, 
 it is in, what the file should hold once applied (``desired``) and what it held before
 (``original``), where it can know. The engine decides what to write and does it through
 :mod:`ascendpatch.store`. Adding a kind = one module with a :class:`BaseKind` subclass + one
-line in ``kinds/__init__.py``.
+line in ``kinds/__init__.py`` (+ ``python tools/make_schemas.py``, which lists it in the
+manifest schema). What only that kind knows stays in its module: how it picks a variant
+(``choose_variant``) and what ``verify`` checks for it beyond its files (``checks``).
 
 Glossary (each word means one thing):
 
@@ -12,42 +14,39 @@ Glossary (each word means one thing):
   root folder, source file and environment.
 * ``FileFinding``: what a kind found about one file: its ``FileState``, current, desired and
   original content.
+* ``Content`` (:mod:`ascendpatch.filestate`, imported here for the kinds): what a file holds or
+  should hold, possibly unknown, with its sha256 computed once.
 * ``FileState``: pristine / applied / partial / conflict, for a hunk, a file or an artifact
   (:mod:`ascendpatch.filestate`; ``FileState.combine`` folds files into an artifact's state).
 * ``ArtifactPlan`` (:mod:`ascendpatch.planner`): one artifact's findings, or why it is skipped.
+* ``Skip``: why an artifact does not act on a target, with its level and fix.
 * ``Context`` (:mod:`ascendpatch.commands.context`, variable ``ctx``): what a *command* needs:
   target, manifest, environment, lock settings.
 """
 
 from __future__ import annotations
 
-import os
-import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ascendpatch.env.target import Distribution
-from ascendpatch.errors import InvalidInputError, RefusedError, UnsafePathError
+from ascendpatch.errors import AscendpatchError, InvalidInputError, RefusedError, UnsafePathError
+from ascendpatch.filestate import UNKNOWN as UNKNOWN
+from ascendpatch.filestate import Content as Content
 from ascendpatch.filestate import FileState
+from ascendpatch.hashing import sha256_optional
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
+from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.results import Level
 from ascendpatch.store.ledger import STATE_DIR
 from ascendpatch.store.root import Root
 
-
-@dataclass(frozen=True)
-class Content:
-    """File content that may be unknown: ``known`` False means we cannot tell it."""
-
-    data: bytes | None  # None: the file is (or should be) absent
-    known: bool = True
-    link: str | None = None  # the file is (or should be) a symlink to this relative target
-    mode: int | None = None  # permission bits to give a file this content creates
-
-
-UNKNOWN = Content(None, known=False)
+if TYPE_CHECKING:
+    from ascendpatch.inspect.checks.base import Check
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,16 @@ class FileFinding:
     # Why ``original`` may not be restored without a ledger record proving ascendpatch wrote
     # the current content (None: content alone is proof enough).
     revert_refusal: str | None = None
+
+    @cached_property
+    def current_sha256(self) -> str | None:
+        """The digest of ``current``, computed once; taken from ``original`` or ``desired``
+        when the kind built it from the same bytes (a pristine file is its own original, an
+        applied one its own desired)."""
+        for content in (self.original, self.desired):
+            if content.known and content.data is self.current:
+                return content.sha256
+        return sha256_optional(self.current)
 
 
 @dataclass(frozen=True)
@@ -101,21 +110,31 @@ def read_target_file(path: Path, artifact: Artifact) -> bytes | None:
     ``artifact`` expects a file is refused: opening it without O_NONBLOCK would hang every
     command."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        handle, _info = open_regular(path)
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        fd = None
-    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
-        if fd is not None:
-            os.close(fd)
+    except (IsADirectoryError, NotRegularFileError):
         raise RefusedError(
             f"artifact {artifact.id}: {path} is not a regular file (a folder, FIFO "
             "or device); nothing was changed",
             fix=f"move it aside (mv {path} {path}.bad) and reinstall the package that "
-                "ships it")
-    with os.fdopen(fd, "rb") as handle:
+                "ships it") from None
+    with handle:
         return handle.read()
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why an artifact does not act on this target (no variant, not installed, not needed)."""
+
+    reason: str
+    level: Level = Level.SKIP
+    fix: str = ""  # what the user can do about it, as data (output.py words it)
+
+    @classmethod
+    def from_error(cls, exc: AscendpatchError) -> Skip:
+        """An input this artifact needs is missing (e.g. ${MODEL_DIR} unset): a warning."""
+        return cls(exc.message, Level.WARN, exc.fix or "")
 
 
 class Kind(Protocol):
@@ -133,6 +152,15 @@ class Kind(Protocol):
         """The folder the files of a kind without a distribution lie in (the Hugging Face
         cache, ``${MODEL_DIR}``); None: the target's own folder. Raise InvalidInputError when
         it cannot be known (an unset variable). Writes nothing."""
+
+    def choose_variant(self, artifact: Artifact, dist: Distribution,
+                       env: Mapping[str, str]) -> Variant | Skip | None:
+        """The variant that acts on the installed ``dist``, or why the artifact does not
+        apply to it (a Skip); None: no variant covers that release. Writes nothing."""
+
+    def checks(self, artifacts: Sequence[Artifact]) -> Sequence[Check]:
+        """What ``verify`` checks for this kind's ``artifacts`` of the manifest (in manifest
+        order) beyond the state of their files: items of verify's check registry."""
 
     def prepare(self, site: ArtifactSite) -> None:
         """Validate sources and target paths; raise InvalidInputError. Writes nothing."""
@@ -155,6 +183,15 @@ class BaseKind:
 
     def root_for(self, artifact: Artifact, env: Mapping[str, str]) -> Path | None:
         return None
+
+    def choose_variant(self, artifact: Artifact, dist: Distribution,
+                       env: Mapping[str, str]) -> Variant | Skip | None:
+        """By version: the first variant whose ``versions`` cover the installed release."""
+        version = dist.parsed_version
+        return artifact.variant_for(version) if version is not None else None
+
+    def checks(self, artifacts: Sequence[Artifact]) -> Sequence[Check]:
+        return ()  # the state of the artifact's files (verify's artifact check) is all
 
     def prepare(self, site: ArtifactSite) -> None:
         pass

@@ -7,10 +7,14 @@ a *conflict* otherwise: only ``--force`` overwrites content ascendpatch does not
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ascendpatch.filestate import FileState
-from ascendpatch.hashing import sha256_bytes
+from ascendpatch.inspect.checks.base import Check
+from ascendpatch.inspect.checks.smoothquant import Halves, SmoothQuantCheck
 from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding, SingleFileKind
 from ascendpatch.manifest import schema as s
+from ascendpatch.manifest.model import Artifact
 
 
 class DropinKind(SingleFileKind):
@@ -19,6 +23,12 @@ class DropinKind(SingleFileKind):
         "scales_env": s.Str(s.env_name),  # the variable that names the scales file
         "scale_vectors": s.Int(),  # how many scale vectors each rank logs it loaded
     })
+
+    def checks(self, artifacts: Sequence[Artifact]) -> Sequence[Check]:
+        """A SmoothQuant drop-in (``scales_env``): its scales file too, and the serve log."""
+        smooth = tuple(Halves(a, str(a.options["scales_env"])) for a in artifacts
+                       if a.options.get("scales_env"))
+        return (SmoothQuantCheck(smooth),) if smooth else ()
 
     def inspect(self, site: ArtifactSite) -> list[FileFinding]:
         one = self.one_file(site)
@@ -32,13 +42,14 @@ class DropinKind(SingleFileKind):
             return [FileFinding(rel, path, FileState.CONFLICT, None, Content(new), UNKNOWN,
                                 f"{rel}: missing (the file this drop-in replaces is not installed)",
                                 forceable=True)]
-        digest = sha256_bytes(current)
+        now = Content(current)  # one Content: its digest is computed once for the finding too
+        digest = now.sha256 or ""
         if current == new:
-            return [FileFinding(rel, path, FileState.APPLIED, current, Content(new), UNKNOWN,
+            return [FileFinding(rel, path, FileState.APPLIED, current, now, UNKNOWN,
                                 f"{rel}: drop-in installed")]
         if digest in originals:
             return [FileFinding(rel, path, FileState.PRISTINE, current, Content(new),
-                                Content(current), f"{rel}: known original ({digest[:12]})")]
-        return [FileFinding(rel, path, FileState.CONFLICT, current, Content(new), Content(current),
+                                now, f"{rel}: known original ({digest[:12]})")]
+        return [FileFinding(rel, path, FileState.CONFLICT, current, Content(new), now,
                             f"{rel}: unrecognised content (sha256 {digest[:12]}…, not a known "
                             f"original)", forceable=True)]

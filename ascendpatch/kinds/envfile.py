@@ -9,17 +9,27 @@ byte for byte. Setting appends a line when the key is absent (with the file's li
 creates the file when it is missing. The key already set to *another* value is a conflict
 (someone chose it): ``--force`` overwrites it, a backup is kept. A file that defines the key
 twice, or a line for it that cannot be read (no ``=``, an unclosed quote), is refused: which
-one counts would be a guess. Values are written so that python-dotenv, ``bash`` ``source``
+one counts would be a guess. The file is read with python-dotenv's own parser, entry by
+entry: a key matches exactly (``MODEL`` is not ``MODEL_DIR``), a quoted value spanning lines
+is one entry (a line inside it is its text, never a definition), and a line the parser cannot
+read refuses the whole file, because after it bash and dotenv disagree about which line
+belongs to which variable. A secret-named key (ascendpatch.redact) never shows its value in
+a message. Values are written so that python-dotenv, ``bash`` ``source``
 and ``docker --env-file`` read the same text: plain when safe, else in single quotes.
 """
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from dotenv.parser import Binding, Reader, parse_stream, parse_value
+from dotenv.parser import Error as ParseError
+
+from ascendpatch import redact
 from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.filestate import FileState
 from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, BaseKind, Content, FileFinding
@@ -28,7 +38,6 @@ from ascendpatch.manifest.model import Artifact, resolve_path
 
 _KEY = r"[A-Za-z_][A-Za-z0-9_]*"
 _PLAIN = re.compile(r"[A-Za-z0-9_./:,@%+=-]*")  # needs no quotes in any reader
-_LINE = re.compile(rb"[^\n]*\n|[^\n]+")
 
 
 @dataclass(frozen=True)
@@ -62,70 +71,99 @@ def _render(value: str) -> str:
 
 @dataclass(frozen=True)
 class _Line:
-    """The one line that defines the key: its index, bytes and what it says."""
+    """The one entry that defines the key: where it sits in the file's text (a quoted value
+    may span lines), its line number and what it says."""
 
-    index: int
-    prefix: str  # indentation and `export `
-    value: str
-    suffix: str  # an inline comment after the value, kept as it is
-
-
-def _parse_value(rest: str) -> tuple[str, str] | None:
-    """(value, trailing comment) of the text after ``=``; None when it cannot be read."""
-    text = rest.lstrip(" \t")
-    if text[:1] in ("'", '"'):
-        quote = text[0]
-        end = text.find(quote, 1)
-        while quote == '"' and end > 0 and text[end - 1] == "\\":
-            end = text.find(quote, end + 1)
-        if end < 0:
-            return None  # unclosed quote, or a value that spans lines
-        tail = text[end + 1:]
-        if tail.strip(" \t") and not re.match(r"[ \t]+#", tail):
-            return None
-        body = text[1:end]
-        if quote == '"':
-            body = re.sub(r'\\([\\"])', r"\1", body)
-        return body, tail
-    comment = re.search(r"[ \t]+#", text)
-    value = text[:comment.start()] if comment else text
-    return value.rstrip(" \t"), text[comment.start():] if comment else ""
+    start: int  # offset of the entry's own line (its indentation)
+    end: int  # offset just past the entry, its line ending included
+    number: int  # 1-based line of the key
+    lead: str  # indentation and `export `
+    value: str  # as python-dotenv reads it
+    suffix: str  # an inline comment and the line ending, kept as they are
 
 
-def _find(path: Path, lines: list[bytes], key: str) -> _Line | None:
-    pattern = re.compile(rf"^([ \t]*(?:export[ \t]+)?){re.escape(key)}[ \t]*(=?)(.*)$")
-    found: list[tuple[int, re.Match[str]]] = []
-    for index, raw in enumerate(lines):
-        match = pattern.match(raw.decode("utf-8", "surrogateescape").rstrip("\r\n"))
-        if match:
-            found.append((index, match))
+def _entries(text: str) -> Iterator[tuple[int, Binding]]:
+    """Every entry of the file with its offset, read by python-dotenv's own parser: one
+    entry per variable, a multi-line quoted value included (its inner lines are no entries)."""
+    offset = 1 if text.startswith("\ufeff") else 0  # the parser drops a BOM
+    for binding in parse_stream(io.StringIO(text)):
+        yield offset, binding
+        offset += len(binding.original.string)
+
+
+def _unreadable(path: Path, key: str, number: int) -> RefusedError:
+    return RefusedError(f"{path} line {number}: the {key} line cannot be read (no '=' or an "
+                        "unclosed quote); nothing was changed",
+                        fix=f"write it as {key}=value on one line in {path} and run again")
+
+
+def _value_end(rest: str, after_blank: bool) -> int:
+    """Where the value ends in ``rest`` (the text after ``=`` and its blanks), as dotenv
+    reads it: past the closing quote, or before an inline comment / the line's end."""
+    if rest[:1] in ("'", '"'):
+        reader = Reader(io.StringIO(rest))
+        parse_value(reader)
+        return reader.position.chars
+    body = re.match(r"[^\r\n]*", rest)
+    line = body.group(0) if body else ""
+    if after_blank and line.startswith("#"):
+        return 0  # `KEY= # comment`: an empty value
+    comment = re.search(r"[ \t]+#", line)
+    return comment.start() if comment else len(line.rstrip(" \t"))
+
+
+def _entry_line(path: Path, key: str, offset: int, binding: Binding) -> _Line:
+    original = binding.original.string
+    blank = re.match(r"\s*", original)
+    start = original.rfind("\n", 0, blank.end() if blank else 0) + 1
+    number = binding.original.line + original.count("\n", 0, start)
+    head = re.match(rf"([ \t]*(?:export[ \t]+)?){re.escape(key)}[ \t]*=([ \t]*)",
+                    original[start:])
+    if binding.value is None or head is None:
+        raise _unreadable(path, key, number)
+    rest = original[start + head.end():]
+    try:
+        cut = _value_end(rest, bool(head.group(2)))
+    except ParseError:
+        raise _unreadable(path, key, number) from None
+    # `KEY= # comment`: the blanks before the comment belong to it (else `KEY=1#` reads "1#")
+    suffix = (head.group(2) if cut == 0 and rest.startswith("#") else "") + rest[cut:]
+    return _Line(offset + start, offset + len(original), number, head.group(1),
+                 binding.value, suffix)
+
+
+def _find(path: Path, text: str, key: str) -> _Line | None:
+    """The entry that sets ``key``, matched exactly (``MODEL`` is not ``MODEL_DIR``). A line
+    the parser cannot read refuses the file: which lines belong to which variable after it
+    (an unclosed quote) differs between readers."""
+    found: list[_Line] = []
+    for offset, binding in _entries(text):
+        if binding.error:
+            number = binding.original.line
+            if re.match(rf"\s*(?:export[ \t]+)?{re.escape(key)}[ \t]*=", binding.original.string):
+                raise _unreadable(path, key, number)
+            raise RefusedError(f"{path} line {number}: this line cannot be read (an unclosed "
+                               "quote?), so which lines belong to which variable differs "
+                               "between readers; nothing was changed",
+                               fix=f"close the quote on line {number} of {path} and run again")
+        if binding.key == key:
+            found.append(_entry_line(path, key, offset, binding))
     if len(found) > 1:
-        numbers = ", ".join(str(i + 1) for i, _ in found)
+        numbers = ", ".join(str(line.number) for line in found)
         raise RefusedError(f"{path}: {key} is defined {len(found)} times (lines {numbers}); "
                            "which one counts is a guess, nothing was changed",
                            fix=f"keep one {key}= line in {path} and run again")
-    if not found:
-        return None
-    index, match = found[0]
-    parsed = _parse_value(match.group(3)) if match.group(2) else None
-    if parsed is None:
-        raise RefusedError(f"{path} line {index + 1}: the {key} line cannot be read (no '=' "
-                           "or an unclosed quote); nothing was changed",
-                           fix=f"write it as {key}=value on one line in {path} and run again")
-    return _Line(index, match.group(1), parsed[0], parsed[1])
+    return found[0] if found else None
 
 
-def _eol(lines: list[bytes]) -> bytes:
-    crlf = sum(line.endswith(b"\r\n") for line in lines)
-    return b"\r\n" if crlf * 2 > len(lines) else b"\n"
+def _eol(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    crlf = sum(line.endswith("\r\n") for line in lines)
+    return "\r\n" if crlf * 2 > len(lines) else "\n"
 
 
-def _line_bytes(prefix: str, key: str, value: str, suffix: str, eol: bytes) -> bytes:
-    return f"{prefix}{key}={_render(value)}{suffix}".encode("utf-8", "surrogateescape") + eol
-
-
-def _ending(line: bytes) -> bytes:
-    return b"\r\n" if line.endswith(b"\r\n") else b"\n" if line.endswith(b"\n") else b""
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _finding(opts: EnvOptions, path: Path, current: bytes | None) -> FileFinding:
@@ -134,35 +172,40 @@ def _finding(opts: EnvOptions, path: Path, current: bytes | None) -> FileFinding
         if opts.value is None:
             return FileFinding(name, path, FileState.APPLIED, None, Content(None), UNKNOWN,
                                f"{path}: absent, so {opts.key} is not set")
-        new = _line_bytes("", opts.key, opts.value, "", b"\n")
+        new = _encode(f"{opts.key}={_render(opts.value)}\n")
         return FileFinding(name, path, FileState.PRISTINE, None, Content(new), Content(None),
                            f"{path}: missing; will be created with {opts.key}")
-    lines = _LINE.findall(current)
-    line = _find(path, lines, opts.key)
+    text = current.decode("utf-8", "surrogateescape")
+    line = _find(path, text, opts.key)
     if opts.value is None:
         if line is None:
             return FileFinding(name, path, FileState.APPLIED, current, Content(current),
                                UNKNOWN, f"{path}: {opts.key} is not set")
-        rest = b"".join(lines[:line.index] + lines[line.index + 1:])
+        rest = _encode(text[:line.start] + text[line.end:])
         return FileFinding(name, path, FileState.PRISTINE, current, Content(rest),
-                           Content(current), f"{path}: line {line.index + 1} sets "
+                           Content(current), f"{path}: line {line.number} sets "
                            f"{opts.key}; will be removed")
     if line is None:
-        eol = _eol(lines)
-        head = current if current.endswith(b"\n") or not current else current + eol
-        new = head + _line_bytes("", opts.key, opts.value, "", eol)
+        head = text if text.endswith("\n") or not text else text + _eol(text)
+        new = _encode(head + f"{opts.key}={_render(opts.value)}{_eol(text)}")
         return FileFinding(name, path, FileState.PRISTINE, current, Content(new),
                            Content(current), f"{path}: {opts.key} is not set; will be added")
     if line.value == opts.value:
         return FileFinding(name, path, FileState.APPLIED, current, Content(current), UNKNOWN,
-                           f"{path}: {opts.key}={opts.value}")
-    old = lines[line.index]
-    replaced = list(lines)
-    replaced[line.index] = _line_bytes(line.prefix, opts.key, opts.value, line.suffix,
-                                       _ending(old))
-    return FileFinding(name, path, FileState.CONFLICT, current, Content(b"".join(replaced)),
-                       Content(current), f"{path} line {line.index + 1}: {opts.key} is "
-                       f"{line.value!r}, not {opts.value!r}", forceable=True)
+                           f"{path}: {opts.key}={redact.shown(opts.key, opts.value)}")
+    replaced = _encode(text[:line.start] + f"{line.lead}{opts.key}={_render(opts.value)}"
+                       f"{line.suffix}" + text[line.end:])
+    conflict = _differs(opts.key, line.value, opts.value)
+    return FileFinding(name, path, FileState.CONFLICT, current, Content(replaced),
+                       Content(current), f"{path} line {line.number}: {conflict}",
+                       forceable=True)
+
+
+def _differs(key: str, found: str, wanted: str) -> str:
+    """The conflict in words; a secret-named key shows neither value (ascendpatch.redact)."""
+    if redact.is_secret(key):
+        return f"{key} is set to another value than the manifest's (values hidden)"
+    return f"{key} is {found!r}, not {wanted!r}"
 
 
 class EnvFileKind(BaseKind):

@@ -1,12 +1,12 @@
 """Kind ``hf-file``: add a file missing from cached Hugging Face snapshots.
 
-Field note 000: under transformers 5.x the whisper-large-v3 cache often lacks
-processor_config.json. For every cached snapshot of the named repos that lacks the file, add it
-the way huggingface_hub lays out its cache: a blob named by its sha256 in ``blobs/`` plus a
-relative symlink in ``snapshots/<commit>/`` (a plain file where the cache holds copies), and
-delete a matching ``.no_exist/<commit>/<file>`` marker, which huggingface_hub checks *before*
-the snapshot (try_to_load_from_cache) and which would otherwise keep the file invisible. Other
-files are never touched. The cache is ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
+Under transformers 5.x a whisper-large-v3 cache often lacks processor_config.json. For every
+cached snapshot of the named repos that lacks the file, add it the way huggingface_hub lays out
+its cache: a blob named by its sha256 in ``blobs/`` plus a relative symlink in
+``snapshots/<commit>/`` (a plain file where the cache holds copies), and delete a matching
+``.no_exist/<commit>/<file>`` marker, which huggingface_hub checks *before* the snapshot
+(try_to_load_from_cache) and which would otherwise keep the file invisible. Other files are
+never touched. The cache is ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
 ``$XDG_CACHE_HOME/huggingface/hub`` or ``~/.cache/huggingface/hub``.
 """
 

@@ -4,7 +4,7 @@ vLLM's out-of-tree mechanism: an entry point in the ``vllm.general_plugins`` gro
 every vLLM process (API server, EngineCore, workers), whose ``register()`` lazily registers the
 architectures (``ModelRegistry.register_model(arch, "module:Class")``) so that no model code is
 imported at start-up. It always registers, also over a class vLLM ships: an adapter may exist
-to replace one (field note 003 pitfall 5, the multimodal placeholder fix), and it says once per
+to replace one (a fixed multimodal placeholder, for instance), and it says once per
 process which built-in class it overrides. Because it is a distribution of its own, reinstalling
 vllm does not remove it; an image rebuild does, and `verify` notices.
 
@@ -14,20 +14,30 @@ Files (all new, written through the transaction, removed by revert with no empty
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ascendpatch.env import inscript
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.filestate import FileState
 from ascendpatch.hashing import record_text
+from ascendpatch.inspect.checks.base import Check
+from ascendpatch.inspect.checks.plugins import Adapter, RegistryCheck
 from ascendpatch.kinds.base import ArtifactSite, BaseKind, Content, FileFinding, read_source
 from ascendpatch.manifest import schema as s
+from ascendpatch.manifest.model import Artifact
 
 PLUGIN_GROUP = "vllm.general_plugins"
 _MODULE = r"[A-Za-z_][A-Za-z0-9_]*"
 
-REGISTER = '''"""vLLM general plugin written by ascendpatch (artifact {aid}).
+# The register() module of a plugin, around _describe() (copied from the bundled registry
+# probe, env/_registry.py, so that the plugin and verify name a registry entry the same way).
+# Its bytes are those of plugins already installed: a change makes them all differ.
+_REGISTER_HEAD = '''"""vLLM general plugin written by ascendpatch (artifact {aid}).
 
 register() runs in every vLLM process; it registers the architectures lazily ("module:Class"),
 so the adapter is imported only when a model of that architecture is loaded. It always
@@ -41,14 +51,8 @@ ARCHITECTURES = {archs!r}
 _ANNOUNCED = set()
 
 
-def _describe(entry):
-    """'module:Class' of a ModelRegistry entry (lazy or imported)."""
-    if getattr(entry, "module_name", None):
-        return "%s:%s" % (entry.module_name, entry.class_name)
-    cls = getattr(entry, "model_cls", None)
-    if cls is not None:
-        return "%s:%s" % (cls.__module__, cls.__qualname__)
-    return str(entry)
+'''
+_REGISTER_BODY = '''
 
 
 def register():
@@ -69,6 +73,23 @@ def register():
 '''
 
 
+@lru_cache(maxsize=1)
+def describe_source() -> str:
+    """The source of ``_describe()`` as the bundled registry probe defines it."""
+    script = inscript.bundled("_registry.py")
+    node = next(n for n in ast.parse(script).body
+                if isinstance(n, ast.FunctionDef) and n.name == "_describe")
+    source = ast.get_source_segment(script, node)
+    assert source is not None
+    return source
+
+
+def register_module(artifact_id: str, targets: dict[str, str]) -> str:
+    """The plugin's register() module: ``targets`` maps architecture -> ``module:Class``."""
+    return (_REGISTER_HEAD.format(aid=artifact_id, archs=targets) + describe_source()
+            + _REGISTER_BODY.format(aid=artifact_id))
+
+
 def slug(artifact_id: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", artifact_id.lower()).strip("_")
 
@@ -83,6 +104,13 @@ def plugin_targets(options: dict[str, Any], module: str) -> dict[str, str]:
     archs = options.get("architectures") or []
     classes = dict(options.get("classes") or {})
     return {arch: f"{module}:{classes.get(arch, arch)}" for arch in archs}
+
+
+def adapter(artifact: Artifact) -> Adapter:
+    """The artifact with what its plugin registers, for verify's registry check."""
+    source = next((v.source for v in artifact.variants if v.source), None)
+    return Adapter(artifact, plugin_targets(artifact.options, plugin_module(artifact.options,
+                                                                              source)))
 
 
 def plugin_layout(site: ArtifactSite) -> dict[str, bytes]:
@@ -102,8 +130,7 @@ def plugin_layout(site: ArtifactSite) -> dict[str, bytes]:
     dist_info = f"ascendpatch_plugin_{name}-1.0.dist-info"
     files = {
         f"{module}.py": read_source(site),
-        f"ascendpatch_plugin_{name}.py": REGISTER.format(aid=site.artifact.id,
-                                                         archs=targets).encode(),
+        f"ascendpatch_plugin_{name}.py": register_module(site.artifact.id, targets).encode(),
         f"{dist_info}/METADATA": (
             "Metadata-Version: 2.1\n"
             f"Name: ascendpatch-plugin-{name.replace('_', '-')}\nVersion: 1.0\n"
@@ -125,6 +152,10 @@ class PluginKind(BaseKind):
         "classes": s.MapOf(s.Str()),  # architecture -> class name, when it differs
         "module": s.Str(pattern=_MODULE, what="a Python module name"),  # default: source stem
     }, frozenset({"architectures"}))
+
+    def checks(self, artifacts: Sequence[Artifact]) -> Sequence[Check]:
+        """vLLM's ModelRegistry resolves each architecture to the adapter's own class."""
+        return (RegistryCheck(tuple(adapter(a) for a in artifacts)),) if artifacts else ()
 
     def prepare(self, site: ArtifactSite) -> None:
         for rel in plugin_layout(site):

@@ -47,53 +47,56 @@ def _dotted(node: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
-class _Calls(ast.NodeVisitor):
-    """Line numbers of calls to ``names``, split by whether a ``try``/``except`` wraps them."""
+# A release's sampler.py is ~30 kB; a file far larger than any source file is not one to parse.
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+_TRY_TYPES = tuple(t for t in (getattr(ast, "Try", None), getattr(ast, "TryStar", None)) if t)
 
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = set(names)
-        self.depth = 0
-        self.unguarded: list[tuple[int, str]] = []
-        self.guarded: list[tuple[int, str]] = []
 
-    def visit_Try(self, node: ast.Try) -> None:
-        self._try(node)
-
-    def visit_TryStar(self, node: ast.AST) -> None:  # except* (Python >= 3.11)
-        self._try(node)
-
-    def _try(self, node: ast.AST) -> None:
-        handled = bool(getattr(node, "handlers", ()))
-        self.depth += handled
-        for stmt in getattr(node, "body", ()):
-            self.visit(stmt)
-        self.depth -= handled
-        for name in ("handlers", "orelse", "finalbody"):
-            for stmt in getattr(node, name, ()):
-                self.visit(stmt)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        name = _dotted(node.func)
-        if name in self.names:
-            (self.guarded if self.depth else self.unguarded).append((node.lineno, name))
-        self.generic_visit(node)
+def _calls(tree: ast.AST, names: tuple[str, ...]) \
+        -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(unguarded, guarded): line numbers of calls to ``names``, split by whether a
+    ``try``/``except`` (or ``except*``) wraps them. Walked with an explicit stack, not by
+    recursion, so a file nested thousands deep (a 3,000-term expression) is read, not a
+    RecursionError."""
+    wanted = set(names)
+    unguarded: list[tuple[int, str]] = []
+    guarded: list[tuple[int, str]] = []
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name in wanted:
+                (guarded if depth else unguarded).append((node.lineno, name))
+        if isinstance(node, _TRY_TYPES):
+            handled = int(bool(getattr(node, "handlers", ())))
+            children = [(stmt, depth + handled) for stmt in getattr(node, "body", ())]
+            for field in ("handlers", "orelse", "finalbody"):
+                children += [(stmt, depth) for stmt in getattr(node, field, ())]
+        else:
+            children = [(child, depth) for child in ast.iter_child_nodes(node)]
+        stack.extend(reversed(children))
+    return sorted(unguarded), sorted(guarded)
 
 
 def evaluate(condition: Condition, content: bytes | None) -> Finding:
     """Is the bug present in this content of ``condition.file``?"""
     if content is None:
         return Finding(None, f"{condition.file} is not in this release")
+    if len(content) > MAX_SOURCE_BYTES:
+        return Finding(None, f"{condition.file} is {len(content)} bytes, larger than any "
+                             f"source file ({MAX_SOURCE_BYTES} at most): not parsed")
     try:
         tree = ast.parse(content, filename=condition.file)
-    except (SyntaxError, ValueError) as exc:
-        return Finding(None, f"{condition.file} cannot be parsed as Python ({exc})")
-    calls = _Calls(condition.calls_unguarded)
-    calls.visit(tree)
-    if calls.unguarded:
-        where = ", ".join(f"{name} at line {line}" for line, name in calls.unguarded)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        why = str(exc) or type(exc).__name__  # ast.parse's own "too deeply nested" limits
+        return Finding(None, f"{condition.file} cannot be parsed as Python ({why})")
+    unguarded, guarded = _calls(tree, condition.calls_unguarded)
+    if unguarded:
+        where = ", ".join(f"{name} at line {line}" for line, name in unguarded)
         return Finding(True, f"{condition.file} calls {where} without a guard")
-    if calls.guarded:
+    if guarded:
         return Finding(False, f"{condition.file} guards every call to "
-                              f"{' / '.join(sorted({n for _l, n in calls.guarded}))}")
+                              f"{' / '.join(sorted({n for _l, n in guarded}))}")
     return Finding(False, f"{condition.file} calls none of "
                           f"{', '.join(condition.calls_unguarded)}")

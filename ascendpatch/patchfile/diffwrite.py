@@ -52,6 +52,6 @@ def check(text: str, files: list[tuple[str, bytes | None, bytes | None]]) -> Non
     patches = {p.path: p for p in parse_patch(text, origin="generated diff")}
     for path, old, new in files:
         patch = patches[path]
-        if apply_forward(patch, old, analyze(patch, old)) != new:
+        if apply_forward(analyze(patch, old)) != new:
             raise AscendpatchError(f"internal: the diff written for {path} does not reproduce "
                                    "it; please report this with the file")

@@ -1,7 +1,7 @@
 """Port a diff artifact to a release: per hunk, does it apply exactly, at an offset, is it
 already present upstream (obsolete for that release), or does it conflict (with the nearest
-code)? This tells "retire the patch" apart from "port it" (anchors-patching.md gap 9,
-Spack #41447)."""
+code)? This tells "retire the patch" apart from "port it" (a distinction patch-carrying
+package managers lack, e.g. Spack #41447)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ascendpatch.filestate import FileState
-from ascendpatch.manifest import needed
-from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.patchfile.diffpatch import FilePatch, analyze
 
 EXACT, OFFSET, OBSOLETE, CONFLICT, GONE = "applies", "offset", "obsolete", "conflict", "missing"
@@ -71,51 +69,8 @@ def summary(verdicts: list[HunkVerdict]) -> str:
 
 # --------------------------------------------------------------------------- by content
 
+# What a release the catalog does not list gets, decided from its files (the diff kind's
+# ``by_content``): beside EXACT / OFFSET, these.
 APPLIED, NOT_NEEDED, PORT_BY_HAND = "applied", "not needed", "port by hand"
 
-
-@dataclass(frozen=True)
-class ContentVerdict:
-    """What a release the catalog does not list gets, decided from its files.
-
-    ``word``: APPLIED (a variant's patch is already in), EXACT/OFFSET (that variant's patch
-    applies), NOT_NEEDED (the artifact's ``needed_if`` is false: fixed upstream) or
-    PORT_BY_HAND (the bug is there, or cannot be ruled out, and no patch fits).
-    """
-
-    word: str
-    reason: str
-    variant: Variant | None = None
-
-
 Reader = Callable[[str], "bytes | None"]
-Loader = Callable[[Variant], "tuple[FilePatch, ...]"]
-
-
-def by_content(artifact: Artifact, read: Reader, load: Loader) -> ContentVerdict:
-    """Decide by content. Newest variants are tried first (the nearest to a newer release)."""
-    candidates = [v for v in reversed(artifact.variants) if v.source]
-    loaded = [(v, load(v)) for v in candidates]
-    for variant, patches in loaded:  # already in: status says applied, revert finds it
-        files = {p.path: read(p.path) for p in patches}
-        if patches and all(_applied(p, files[p.path]) for p in patches):
-            return ContentVerdict(APPLIED, f"the patch of variant {variant.versions} is in",
-                                  variant)
-    condition = artifact.needed_if
-    assert condition is not None
-    finding = needed.evaluate(condition, read(condition.file))
-    if finding.needed is False:
-        return ContentVerdict(NOT_NEEDED, f"fixed upstream: {finding.reason}")
-    for variant, patches in loaded:
-        files = {p.path: read(p.path) for p in patches}
-        word = summary(port(patches, files))
-        if word in (EXACT, OFFSET):
-            return ContentVerdict(word, f"{finding.reason}; the patch of variant "
-                                        f"{variant.versions} fits", variant)
-    return ContentVerdict(PORT_BY_HAND, f"{finding.reason}, and no variant's patch fits")
-
-
-def _applied(patch: FilePatch, current: bytes | None) -> bool:
-    if current is None:
-        return False
-    return analyze(patch, current).state is FileState.APPLIED

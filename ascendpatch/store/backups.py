@@ -6,12 +6,11 @@ to their name count as lost, never as the original.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 from ascendpatch.errors import StateError
 from ascendpatch.hashing import sha256_bytes
+from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.store import atomic
 from ascendpatch.store.ledgerformat import SHA256
 
@@ -36,13 +35,10 @@ class Backups:
         if digest is None:
             return None
         try:
-            fd = os.open(self.path(digest), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
+            handle, _info = open_regular(self.path(digest), follow_links=False)
+        except (OSError, NotRegularFileError):
             return None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        with os.fdopen(fd, "rb") as handle:
+        with handle:
             data = handle.read()
         return data if sha256_bytes(data) == digest else None
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ascendpatch.errors import RefusedError, StateError, UnsafePathError
+from ascendpatch.errors import Interrupted, RefusedError, StateError, UnsafePathError
 from ascendpatch.store import atomic, crash, garbage
 from ascendpatch.store.backups import Backups
 from ascendpatch.store.journal import Change, Transaction, fault
@@ -33,12 +33,9 @@ from ascendpatch.store.ledgerformat import Ledger, LedgerFile, load_ledger, now
 from ascendpatch.store.lock import target_lock
 from ascendpatch.store.root import Roots
 
-__all__ = ["COMMITTED", "STATE_DIR", "Change", "Ledger", "LedgerFile", "LedgerStore", "now"]
+__all__ = ["STATE_DIR", "Change", "Ledger", "LedgerFile", "LedgerStore", "now"]
 
 STATE_DIR = ".ascendpatch"
-
-# What this process committed (for the Ctrl-C message: "applied", not "rolled back").
-COMMITTED: list[str] = []
 
 
 class LedgerStore:
@@ -55,6 +52,8 @@ class LedgerStore:
             self.dir / "journal.json", ledger=self.ledger_path, roots=self.roots,
             backups=self.backups, load_ledger=lambda: self.load_ledger(),
             check_layout=lambda: self.check_layout(), temp_folders=(self.dir, self.backups.folder))
+        # What this store committed (for the Ctrl-C message: "applied", not "rolled back").
+        self.committed: list[str] = []
 
     # ------------------------------------------------------------------ reading
     @property
@@ -100,14 +99,20 @@ class LedgerStore:
         """Hold the target lock; an exclusive holder first undoes what an interrupted run left.
 
         ``shared``: a reader's lock (no recovery), held while a writer holds none.
-        ``tolerate_faults``: a recovery the file system refuses (disk full) becomes a note."""
+        ``tolerate_faults``: a recovery the file system refuses (disk full) becomes a note.
+        Ctrl-C after a commit leaves as :class:`Interrupted`, naming what was committed."""
         with target_lock(self.root, timeout, on_wait, shared=shared):
             self.check_layout()
             if not shared:
                 recovered = self._recover_on_entry(tolerate_faults)
                 if recovered and notes is not None:
                     notes.append(recovered)
-            yield
+            try:
+                yield
+            except KeyboardInterrupt as exc:
+                if self.committed:  # after a commit point: that change stays, say so
+                    raise Interrupted(tuple(self.committed)) from exc
+                raise
 
     def _recover_on_entry(self, tolerate_faults: bool) -> str | None:
         try:
@@ -136,8 +141,9 @@ class LedgerStore:
 
     # ------------------------------------------------------------------ writing
     def commit(self, changes: Sequence[Change], update: Callable[[Ledger], Ledger],
-               keep: Sequence[bytes] = ()) -> None:
-        """Apply all ``changes`` and the ledger ``update`` as one transaction.
+               keep: Sequence[bytes] = ()) -> str:
+        """Apply all ``changes`` and the ledger ``update`` as one transaction; what was
+        committed, in words (also kept in ``committed``).
 
         ``keep``: more contents to back up first (the pristine originals revert will need).
         A file-system fault (disk full, read-only, no permission) rolls back and raises a
@@ -150,11 +156,12 @@ class LedgerStore:
             if change.after is not None and change.link is None:
                 atomic.check_bytecode_folder(self.roots.destination(change.path))
         self.transaction.commit(changes, update, keep)
-        COMMITTED.append(f"{len(changes)} file(s) in {self.root}")
+        self.committed.append(f"{len(changes)} file(s) in {self.root}")
         crash.point()
         # Neither a full disk nor a refused (swapped) backups folder undoes a committed change.
         with contextlib.suppress(OSError, RefusedError, UnsafePathError, StateError):
             garbage.collect(self.backups, garbage.referenced(self.load_ledger()))
+        return self.committed[-1]
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> str | None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import re
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch.errors import StateError, UnsafePathError
+from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.store.root import Roots
 
 LEDGER_FORMAT = 1
@@ -45,20 +44,22 @@ def read_state_file(path: Path) -> bytes | None:
     """Bytes of a state file; None when absent. Never follows a link, never blocks on a
     FIFO, never reads a directory or a device."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        handle, info = open_regular(path, follow_links=False)
     except FileNotFoundError:
         return None
+    except NotRegularFileError as exc:
+        what = "a folder" if exc.is_folder else "not a regular file"
+        raise StateError(f"{path} is {what}, not an ascendpatch state file",
+                         fix=f"move it aside (mv {path} {path}.bad) and run again") from None
     except OSError as exc:
         raise _unreadable(path, exc) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_size > _STATE_FILE_LIMIT:
-        os.close(fd)
-        what = "a folder" if stat.S_ISDIR(info.st_mode) else (
-            "not a regular file" if not stat.S_ISREG(info.st_mode) else "too large")
-        raise StateError(f"{path} is {what}, not an ascendpatch state file",
+    with handle:  # bounded: a file that grew since the fstat is read no further
+        fits = info.st_size <= _STATE_FILE_LIMIT
+        data = handle.read(_STATE_FILE_LIMIT + 1) if fits else b""
+    if not fits or len(data) > _STATE_FILE_LIMIT:
+        raise StateError(f"{path} is too large, not an ascendpatch state file",
                          fix=f"move it aside (mv {path} {path}.bad) and run again")
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    return data
 
 
 def _unreadable(path: Path, exc: OSError) -> StateError:

@@ -170,7 +170,7 @@ class GitApply:
 def engine_outcome(fp: FilePatch, current: bytes | None) -> tuple[str, bytes | None, str]:
     analysis = analyze(fp, current)
     if analysis.state is FileState.PRISTINE:
-        return "pristine", apply_forward(fp, current, analysis), analysis.summary()
+        return "pristine", apply_forward(analysis), analysis.summary()
     return analysis.state.value, None, analysis.summary()
 
 
@@ -188,12 +188,12 @@ def compare(patch: CorpusPatch, target: str, relation: str, current: bytes | Non
         outcome.same_bytes = git_ok and out == git_out
         again = analyze(fp, out)
         outcome.reapply_ok = again.state is FileState.APPLIED
-        outcome.revert_ok = outcome.reapply_ok and apply_reverse(fp, out, again) == current
+        outcome.revert_ok = outcome.reapply_ok and apply_reverse(again) == current
     elif state == "applied":
         back = analyze(fp, current)
-        original = apply_reverse(fp, current, back)
+        original = apply_reverse(back)
         outcome.revert_ok = analyze(fp, original).state is FileState.PRISTINE and \
-            apply_forward(fp, original, analyze(fp, original)) == current
+            apply_forward(analyze(fp, original)) == current
     return outcome
 
 

@@ -1,6 +1,6 @@
 """The real vLLM, importable on CPU torch, as an independent reference (integration tier).
 
-``pip download --no-deps vllm==0.22.1`` (the vLLM of field note 003's deployment) lands in the
+``pip download --no-deps vllm==0.22.1`` (the vLLM of the muse-glimmer-w8a8 stack) lands in the
 test cache (``tests.kit.wheels.CACHE``, outside the checkout); pip installs it ``--no-deps
 --target`` next to a second folder with the few Python packages its sampler, ``ModelRegistry``
 and plugin loader import. Nothing goes into the test venv: a subprocess gets both folders on

@@ -1,42 +1,38 @@
 """Real vllm-ascend artifacts from the index, cached outside the checkout.
 
 Wheels come from ``pip download --no-deps``; sdist-only releases (whose metadata pip cannot
-build without CANN) come from the index's JSON API, checked against its published sha256.
+build without CANN) come from the index's JSON API through the product's own
+env/releases.download_sdist, checked against its published sha256.
 The cache lives in ``$ASCENDPATCH_TEST_CACHE`` (default ``~/.cache/ascendpatch-test``), read
 once at import, before the test fixtures point HOME at a temp dir.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import subprocess
 import sys
 import tarfile
-import urllib.parse
-import urllib.request
 import zipfile
 from pathlib import Path
 
+from ascendpatch.env.releases import download_sdist, known_releases, read_member
 from ascendpatch.hashing import record_text
 
 CACHE = Path(os.environ.get("ASCENDPATCH_TEST_CACHE",
                             Path.home() / ".cache" / "ascendpatch-test"))
 WHEELS = CACHE / "wheels"
 SAMPLER = "vllm_ascend/sample/sampler.py"
-INDEX = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
-SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691, the API pip itself speaks
 
-# The releases the catalog's sampler fix claims, and those it must leave alone.
-AFFECTED = ["0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1", "0.18.0",
-            "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.23.0",
-            "0.24.0rc1", "0.25.1rc1", "0.26.0rc1"]
-UNAFFECTED = ["0.13.0", "0.11.0", "0.12.0rc1", "0.9.1"]
-# Sdist-only on the index: affected, and (0.30) fixed upstream, which the catalog decides by
-# the sampler's content (no variant names them).
-SDIST_AFFECTED = ["0.23.0.post1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1"]
-FIXED_UPSTREAM = ["0.30.0rc1", "0.30.0rc2"]
+# The releases the catalog's sampler fix claims, and those it must leave alone (the one list:
+# ascendpatch/data/releases.yaml). Sdist-only on the index: affected, and (0.30) fixed
+# upstream, which the catalog decides by the sampler's content (no variant names them).
+KNOWN = known_releases()
+AFFECTED = [r.version for r in KNOWN if r.wheel and r.sampler_fix == "applies"]
+UNAFFECTED = [r.version for r in KNOWN if r.wheel and r.sampler_fix == "not needed"]
+SDIST_AFFECTED = [r.version for r in KNOWN if not r.wheel and r.sampler_fix == "applies"]
+FIXED_UPSTREAM = [r.version for r in KNOWN if r.sampler_fix == "not needed (fixed upstream)"]
+SDIST_ONLY = {r.version for r in KNOWN if not r.wheel}
 
 
 def wheel(version: str) -> Path:
@@ -60,34 +56,22 @@ def wheel_metadata(version: str) -> str:
 
 
 def sdist(name: str, version: str) -> Path:
-    """An sdist, straight from the index (no build), verified against the published sha256."""
+    """An sdist, straight from the index (no build), verified against the published sha256:
+    the product's own download (env/releases.download_sdist), cached here."""
     folder = CACHE / "sdists"
     folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{name.replace('-', '_')}-{version}.tar.gz"
-    cached = folder / stem
+    cached = folder / f"{name.replace('-', '_')}-{version}.tar.gz"
     if cached.exists():
         return cached
-    request = urllib.request.Request(f"{INDEX}/{name}/", headers={"Accept": SIMPLE_JSON})
-    with urllib.request.urlopen(request, timeout=60) as resp:
-        listing = json.load(resp)
-    (entry,) = [f for f in listing["files"] if f["filename"].lower() == stem.lower()]
-    url = urllib.parse.urljoin(f"{INDEX}/{name}/", entry["url"])
-    with urllib.request.urlopen(url, timeout=300) as resp:
-        data = resp.read()
-    if hashlib.sha256(data).hexdigest() != entry["hashes"]["sha256"]:
-        raise AssertionError(f"{stem}: sha256 differs from the index")
-    partial = cached.with_name(f".{stem}.{os.getpid()}.part")  # no torn file for a parallel run
-    partial.write_bytes(data)
-    os.replace(partial, cached)
-    return cached
+    path = download_sdist(name, version, folder)  # written atomically: no torn file
+    assert path is not None, f"no sdist of {name} {version} on the index"
+    return path
 
 
 def sdist_member(path: Path, member: str) -> bytes:
-    with tarfile.open(path) as archive:
-        root = archive.getnames()[0].split("/")[0]
-        handle = archive.extractfile(f"{root}/{member}")
-        assert handle is not None
-        return handle.read()
+    data = read_member(path, member)
+    assert data is not None, f"{path.name} has no {member}"
+    return data
 
 
 def install_from_sdist(path: Path, site: Path, version: str) -> None:

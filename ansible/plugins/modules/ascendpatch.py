@@ -30,7 +30,11 @@ options:
     required: true
     choices: [apply, revert, verify, audit, snapshot, install]
   ids:
-    description: Artifact ids to apply or revert (default, the manifest's required ones).
+    description:
+      - Artifact ids to apply or revert (default, the manifest's required ones).
+      - Ids are data, passed after C(--); a value starting with C(-) fails the task and
+        nothing is run (it would otherwise be read as an option such as C(--force) or
+        C(--python=...)). The same holds for I(with_ids) and every path option.
     type: list
     elements: str
     default: []
@@ -155,22 +159,40 @@ def find_executable(module):
     return default if os.access(default, os.X_OK) else None
 
 
+def check_values(module):
+    """Every value that becomes a word of the command line is data, never an option: an id
+    such as "--force" or "--python=/x" would otherwise change what runs (and which
+    interpreter runs as root). Values are passed as --option=VALUE and ids after "--"."""
+    for key in ("ids", "with_ids"):
+        for index, value in enumerate(module.params[key]):
+            if not value or value.startswith("-"):
+                module.fail_json(msg="%s[%d] %r is not an artifact id (an id never starts "
+                                     "with '-'); nothing was run" % (key, index, value))
+    for key in ("manifest", "python", "site_packages", "output", "baseline", "wheelhouse"):
+        value = module.params[key]
+        if value is not None and str(value).startswith("-"):
+            module.fail_json(msg="%s %r starts with '-'; give a name or a path (./%s)"
+                                 "; nothing was run" % (key, value, value))
+
+
 def base_args(module, exe):
     p = module.params
-    args = [exe, "--json", "--color", "never", "--manifest", p["manifest"],
-            "--lock-timeout", str(p["lock_timeout"])]
+    args = [exe, "--json", "--color", "never", "--manifest=" + p["manifest"],
+            "--lock-timeout=" + str(p["lock_timeout"])]
     if p["python"]:
-        args += ["--python", p["python"]]
+        args += ["--python=" + p["python"]]
     elif p["site_packages"]:
-        args += ["--site-packages", p["site_packages"]]
+        args += ["--site-packages=" + p["site_packages"]]
     return args
 
 
 def with_args(module):
-    out = []
-    for aid in module.params["with_ids"]:
-        out += ["--with", aid]
-    return out
+    return ["--with=" + aid for aid in module.params["with_ids"]]
+
+
+def ids_args(module):
+    """The artifact ids, after "--": positional whatever they look like."""
+    return ["--", *module.params["ids"]] if module.params["ids"] else []
 
 
 def command_args(module, check):
@@ -178,17 +200,17 @@ def command_args(module, check):
     p = module.params
     name = p["command"]
     if name == "apply":
-        return (["plan"] if check else ["apply"]) + p["ids"] + with_args(module)
+        return (["plan"] if check else ["apply"]) + with_args(module) + ids_args(module)
     if name == "revert":
-        return (["status"] if check else ["revert"]) + p["ids"]
+        return (["status"] if check else ["revert"]) + ids_args(module)
     if name == "install":
-        source = ["--offline", "--wheelhouse", p["wheelhouse"]] if p["wheelhouse"] else []
+        source = ["--offline", "--wheelhouse=" + p["wheelhouse"]] if p["wheelhouse"] else []
         return ["install"] + (["--dry-run"] if check else []) + source
     if name == "verify":
         return ["verify"] + (["--no-probes"] if p["no_probes"] else []) + with_args(module)
     if name == "audit":
-        return ["audit"] + (["--baseline", p["baseline"]] if p["baseline"] else [])
-    return ["snapshot", "-o", p["output"]]
+        return ["audit"] + (["--baseline=" + p["baseline"]] if p["baseline"] else [])
+    return ["snapshot", "--output=" + p["output"]]
 
 
 def run_tool(module, args):
@@ -267,6 +289,7 @@ def main():
     )
     name = module.params["command"]
     check = module.check_mode
+    check_values(module)
     exe = find_executable(module)
     if exe is None:
         module.fail_json(msg="ascendpatch is not installed on this node (looked for %s); "
@@ -278,8 +301,8 @@ def main():
                          msg="check mode: no snapshot written")
     diff = None
     if name == "apply" and module._diff and not check:
-        planned = run_tool(module, base_args(module, exe) + ["plan"]
-                           + module.params["ids"] + with_args(module))[1]
+        plan_args = [*base_args(module, exe), "plan", *with_args(module), *ids_args(module)]
+        planned = run_tool(module, plan_args)[1]
         diff = apply_diff(planned) if planned else None
     args = base_args(module, exe) + command_args(module, check)
     rc, doc, err = run_tool(module, args)

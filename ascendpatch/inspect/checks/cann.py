@@ -1,7 +1,7 @@
 """The CANN / ATB environment, read from this process's environment without importing anything.
 
-Field note 003 pitfall 3: without the toolkit's and ATB's set_env.sh, `import torch_npu` fails on
-libhccl.so and EngineCore on libatb.so.
+Without the toolkit's and ATB's set_env.sh, `import torch_npu` fails on libhccl.so and
+EngineCore on libatb.so.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.results import CheckResult, Level
 
 TOOLKIT_SETENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
@@ -70,3 +71,16 @@ def check(env: Mapping[str, str]) -> list[CheckResult]:
                                        f"{lib} is not on LD_LIBRARY_PATH",
                                        fix=f"source {script}"))
     return results
+
+
+class CannCheck:
+    name = "cann"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        if ctx.target.python is None:
+            return []  # the "host" line says what is not checked
+        if ctx.sandbox:
+            return [CheckResult("cann", "cann", Level.SKIP,
+                                "sandbox (simulated NPU stack): there is no CANN / ATB "
+                                "environment to check on this host")]
+        return check(ctx.env)

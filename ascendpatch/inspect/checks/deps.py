@@ -12,6 +12,7 @@ from packaging.utils import canonicalize_name
 from ascendpatch.env import standins
 from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Distribution, Target
+from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Manifest
 from ascendpatch.results import CheckResult, Level
 
@@ -64,3 +65,10 @@ def _problem(target: Target, dist: Distribution, req: Requirement) -> str | None
     if not dep.satisfies(req.specifier):
         return f"{who} requires {req}, but {dep.name} {dep.version} is installed"
     return None
+
+
+class DepsCheck:
+    name = "dependencies"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        return check(ctx.manifest, ctx.target)

@@ -5,22 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Artifact, Manifest
+from ascendpatch.redact import is_secret, shown
 from ascendpatch.results import CheckResult, Level
-
-SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL")
-HIDDEN = "<set, value hidden>"
-
-
-def is_secret(name: str) -> bool:
-    """A name that looks like it holds a credential: its value is never shown, only presence."""
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
-
-
-def shown(name: str, value: str) -> str:
-    """``value`` as messages and --json may show it: masked when ``name`` looks secret."""
-    return HIDDEN if is_secret(name) else value
 
 
 def expected(manifest: Manifest, env: Mapping[str, str]) -> list[CheckResult]:
@@ -64,3 +52,24 @@ def required(artifacts: Sequence[Artifact], env: Mapping[str, str]) -> list[Chec
                 results.append(CheckResult(cid, "env", Level.OK,
                                            f"{name}={shown(name, value)}"))
     return results
+
+
+class ExpectedEnvCheck:
+    """The manifest's ``env:``, in the environment of this host's shell."""
+
+    name = "env"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        return expected(ctx.manifest, ctx.env) if ctx.target.python is not None else []
+
+
+class RequiredEnvCheck:
+    """``requires_env`` of the artifacts in play: enabled (or --with), or in place."""
+
+    name = "requires_env"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        if ctx.target.python is None:
+            return []
+        in_play = [a for a in ctx.manifest.artifacts if ctx.enabled(a) or a.id in ctx.applied]
+        return required(in_play, ctx.env)

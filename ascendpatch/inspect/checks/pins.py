@@ -9,6 +9,8 @@ from packaging.version import InvalidVersion, Version
 
 from ascendpatch.env import standins
 from ascendpatch.env.target import Target
+from ascendpatch.inspect.checks import cann
+from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Manifest, PackagePin
 from ascendpatch.results import CheckResult, Level
 
@@ -66,3 +68,11 @@ def check(manifest: Manifest, target: Target, cann_version: str | None) -> list[
     if manifest.stack.cann:
         results.append(_cann_check(manifest.stack.cann, cann_version))
     return results
+
+
+class PinsCheck:
+    name = "pins"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        found = cann.cann_version(ctx.env) if ctx.target.python is not None else None
+        return check(ctx.manifest, ctx.target, found)

@@ -1,58 +1,33 @@
 """Model adapters: after loading vLLM's general plugins in the target, does vLLM's
 ``ModelRegistry`` resolve every declared architecture to the adapter's own ``module:Class``?
 Only the name being known is not enough: vLLM ships classes under many architecture names, and
-an adapter that means to replace one (field note 003 pitfall 5) must win. One subprocess of the
-target."""
+an adapter that means to replace one (a fixed multimodal placeholder) must win. One subprocess
+of the target."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ascendpatch.env import inscript
-from ascendpatch.kinds.plugin import plugin_module, plugin_targets
+from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.results import CheckResult, Level
 
-REGISTRY_PROBE = """
-import json, os, sys
-if sys.argv[1]:
-    os.environ["VLLM_PLUGINS"] = sys.argv[1]
-wanted = json.loads(sys.argv[2])
+
+@dataclass(frozen=True)
+class Adapter:
+    """A plugin artifact and what its plugin registers: architecture -> ``module:Class``."""
+
+    artifact: Artifact
+    targets: Mapping[str, str] = field(hash=False)
 
 
-def describe(entry):
-    if getattr(entry, "module_name", None):
-        return "%s:%s" % (entry.module_name, entry.class_name)
-    cls = getattr(entry, "model_cls", None)
-    if cls is not None:
-        return "%s:%s" % (cls.__module__, cls.__qualname__)
-    return str(entry)
-
-
-try:
-    from vllm.plugins import load_general_plugins
-    load_general_plugins()
-    from vllm import ModelRegistry
-    models = getattr(ModelRegistry, "models", None)
-    if not isinstance(models, dict):
-        models = {a: "(unknown class)" for a in ModelRegistry.get_supported_archs()}
-    print(json.dumps({"resolved": {a: describe(models[a]) for a in wanted if a in models}}))
-except BaseException as exc:
-    print(json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}))
-"""
-
-
-def expected_targets(artifact: Artifact) -> dict[str, str]:
-    """Architecture -> ``module:Class`` the adapter's plugin registers."""
-    source = next((v.source for v in artifact.variants if v.source), None)
-    return plugin_targets(artifact.options, plugin_module(artifact.options, source))
-
-
-def check(python: Path, artifacts: Sequence[Artifact], npu_stack: bool,
+def check(python: Path, adapters: Sequence[Adapter], npu_stack: bool,
           env: Mapping[str, str], timeout: float = 120.0) -> list[CheckResult]:
-    plugins = [a for a in artifacts if a.kind == "plugin"]
+    plugins = [a.artifact for a in adapters]
     if not plugins:
         return []
     # On an NPU host, load what vLLM itself would load (all plugins, or the environment's
@@ -60,21 +35,18 @@ def check(python: Path, artifacts: Sequence[Artifact], npu_stack: bool,
     # registration wins. Where no NPU stack is present they would fail to import torch_npu:
     # load only the adapters (vllm plugins docs: VLLM_PLUGINS filters by name).
     names = "" if npu_stack else ",".join(a.id for a in plugins)
-    wanted = sorted({arch for a in plugins for arch in expected_targets(a)})
+    wanted = sorted({arch for a in adapters for arch in a.targets})
     try:
-        doc = inscript.run_json(python, REGISTRY_PROBE, [names, json.dumps(wanted)], timeout,
-                                env)
+        doc = inscript.run_json(python, inscript.bundled("_registry.py"),
+                                [names, json.dumps(wanted)], timeout, env)
     except inscript.ScriptError as exc:
         return [CheckResult("plugins", "plugin", Level.FAIL,
                             f"the vLLM plugin registry probe failed: {exc}")]
     if "error" in doc:
         return [CheckResult("plugins", "plugin", Level.FAIL,
                             f"loading vLLM's general plugins failed: {doc['error']}")]
-    results = []
-    for artifact in plugins:
-        for arch, target in expected_targets(artifact).items():
-            results.append(_result(artifact, arch, target, doc["resolved"].get(arch)))
-    return results
+    return [_result(a.artifact, arch, target, doc["resolved"].get(arch))
+            for a in adapters for arch, target in a.targets.items()]
 
 
 def _result(artifact: Artifact, arch: str, target: str, resolved: str | None) -> CheckResult:
@@ -91,3 +63,18 @@ def _result(artifact: Artifact, arch: str, target: str, resolved: str | None) ->
                        f"adapter's {target}: {artifact.title} is not in effect",
                        fix=f"ascendpatch apply {artifact.id} (if another plugin registers {arch} "
                            "after it, limit VLLM_PLUGINS)")
+
+
+@dataclass(frozen=True)
+class RegistryCheck:
+    """The adapters in place, as vLLM's ModelRegistry resolves them (one subprocess)."""
+
+    adapters: tuple[Adapter, ...]
+    name: str = "plugins"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        python = ctx.target.python
+        if python is None:
+            return []
+        in_place = [a for a in self.adapters if a.artifact.id in ctx.applied]
+        return check(python, in_place, ctx.npu_stack, ctx.env)

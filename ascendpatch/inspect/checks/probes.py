@@ -2,13 +2,14 @@
 
 Which operators are probed depends on the installed vllm-ascend version (OPERATORS). An import
 failure is turned into its cause and fix: libhccl.so / libatb.so not found means the CANN / ATB
-set_env.sh was not sourced (field note 003 pitfall 3); a torch / torch_npu pair that does not
+set_env.sh was not sourced (see checks/cann.py); a torch / torch_npu pair that does not
 match is named.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from ascendpatch.env import inscript, standins
 from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Target
+from ascendpatch.inspect.checks.base import CheckContext, ProbeOutcome
 from ascendpatch.inspect.checks.cann import ATB_SETENV, TOOLKIT_SETENV
 from ascendpatch.manifest.model import version_in
 from ascendpatch.results import CheckResult, Level
@@ -95,18 +97,26 @@ def device_spec(target: Target) -> dict[str, str] | None:
     return {"op": ops[0].name, "sampler": str(dist.location / SAMPLER_FILE)}
 
 
-def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT,
-          device: bool = False) -> list[CheckResult]:
-    ops = operators_for(target)
+def probe(target: Target, timeout: float = PROBE_TIMEOUT, device: bool = False) -> ProbeOutcome:
+    """Run the probe subprocess, when there is an interpreter and torch-npu to probe."""
+    if target.python is None or target.get("torch-npu") is None:
+        return ProbeOutcome(None)
+    names = sorted({op.name for op in operators_for(target)})
+    spec = device_spec(target) if device else None
+    return ProbeOutcome(run_probe(target.python, names, timeout, spec), spec)
+
+
+def results(target: Target, outcome: ProbeOutcome, applied: Collection[str],
+            device: bool = False) -> list[CheckResult]:
+    """What ``outcome`` says about the target's operators (``applied``: the artifacts in
+    place, a fallback among them makes a missing operator survivable)."""
     if target.python is None:
         return [CheckResult("probe", "probe", Level.SKIP,
                             "operator probes need an interpreter (--python), not --site-packages")]
-    if target.get("torch-npu") is None:
+    doc = outcome.doc
+    if doc is None:
         return [CheckResult("probe", "probe", Level.FAIL,
                             "torch-npu is not installed in the target; the NPU stack is missing")]
-    names = sorted({op.name for op in ops})
-    spec = device_spec(target) if device else None
-    doc = run_probe(target.python, names, timeout, spec)
     if "error" in doc:
         return [CheckResult("probe", "probe", Level.FAIL, f"operator probe: {doc['error']}")]
     imported = doc["imports"].get("torch_npu")
@@ -115,19 +125,36 @@ def check(target: Target, applied: set[str], timeout: float = PROBE_TIMEOUT,
         return [CheckResult("probe:import", "probe", Level.FAIL, cause, fix=fix)]
     npu = target.get("torch-npu")
     label = standins.LABEL if npu is not None and standins.is_standin(npu.metadata_dir) else ""
-    results = [CheckResult("probe:import", "probe", Level.OK, f"import torch_npu works{label}")]
+    found = [CheckResult("probe:import", "probe", Level.OK, f"import torch_npu works{label}")]
     lib = doc["imports"].get("vllm_ascend_C")
     if lib not in (None, "ok"):
-        results.append(CheckResult("probe:vllm_ascend_C", "probe", Level.WARN,
-                                   f"vllm-ascend's op library does not load: {lib}"))
-    for op in ops:
-        results.append(_op_result(op, bool(doc["ops"].get(op.name)), applied, label))
+        found.append(CheckResult("probe:vllm_ascend_C", "probe", Level.WARN,
+                                 f"vllm-ascend's op library does not load: {lib}"))
+    for op in operators_for(target):
+        found.append(_op_result(op, bool(doc["ops"].get(op.name)), applied, label))
     if device:
-        results.append(_device_result(spec, doc.get("device"), label))
-    return results
+        found.append(_device_result(outcome.spec, doc.get("device"), label))
+    return found
 
 
-def _device_result(spec: dict[str, str] | None, found: dict[str, Any] | None,
+def check(target: Target, applied: Collection[str], timeout: float = PROBE_TIMEOUT,
+          device: bool = False) -> list[CheckResult]:
+    return results(target, probe(target, timeout, device), applied, device)
+
+
+class ProbeCheck:
+    name = "probes"
+
+    def run(self, ctx: CheckContext) -> list[CheckResult]:
+        if ctx.target.python is None:
+            return []  # the "host" line says what is not checked
+        if ctx.probe is None:
+            return [CheckResult("probe", "probe", Level.SKIP,
+                                "operator probes skipped (--no-probes)")]
+        return results(ctx.target, ctx.probe, ctx.applied, ctx.device)
+
+
+def _device_result(spec: Mapping[str, str] | None, found: dict[str, Any] | None,
                    label: str) -> CheckResult:
     """verify --device: the fused operator once on the NPU against the installed fallback."""
     cid = "probe:device"
@@ -159,7 +186,8 @@ def _device_result(spec: dict[str, str] | None, found: dict[str, Any] | None,
                        f"apply_top_k_top_p) on {rows} {where}")
 
 
-def _op_result(op: Operator, present: bool, applied: set[str], label: str = "") -> CheckResult:
+def _op_result(op: Operator, present: bool, applied: Collection[str],
+               label: str = "") -> CheckResult:
     cid = f"probe:{op.name}"
     if present:
         return CheckResult(cid, "probe", Level.OK, f"{op.name} present ({op.used_by}){label}")

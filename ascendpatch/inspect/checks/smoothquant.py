@@ -1,4 +1,4 @@
-"""SmoothQuant: both halves or neither (field note 003, pitfall 8).
+"""SmoothQuant: both halves or neither.
 
 weights_smooth/ holds weights pre-divided by the smooth scales. Answers are right only when the
 w8a8 drop-in is installed AND VLLM_ASCEND_SMOOTH_SCALES names the scales file. With one half
@@ -9,13 +9,15 @@ scales in the target (torch .pt, or safetensors read directly) and counts the ve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch.deploy.logs import SMOOTHQUANT_MARKER, load_rules, triage
 from ascendpatch.env import inscript
-from ascendpatch.inspect.checks.envvars import is_secret, shown
+from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Artifact
+from ascendpatch.redact import is_secret, shown
 from ascendpatch.results import CheckResult, Level
 
 SCALES_PROBE = r"""
@@ -53,9 +55,9 @@ def count_vectors(python: Path, scales: str, env: Mapping[str, str]) -> tuple[in
     return int(doc["count"]), ""
 
 
-def check(artifact: Artifact, applied: bool, enabled: bool, python: Path | None,
+def check(artifact: Artifact, var: str, applied: bool, enabled: bool, python: Path | None,
           env: Mapping[str, str]) -> list[CheckResult]:
-    var = str(artifact.options.get("scales_env") or "VLLM_ASCEND_SMOOTH_SCALES")
+    """One SmoothQuant drop-in ``artifact`` whose scales file the variable ``var`` names."""
     scales = env.get(var)
     cid = f"smoothquant:{artifact.id}"
     if not applied and not scales:
@@ -109,3 +111,28 @@ def check_serve_log(text: str, expected_tp: int | None) -> CheckResult:
                        f"serve log: the SmoothQuant line appears {seen} time(s) for "
                        f"tensor_parallel_size={tp}: a rank runs without smooth scales",
                        fix="check the drop-in and VLLM_ASCEND_SMOOTH_SCALES on every rank")
+
+
+@dataclass(frozen=True)
+class Halves:
+    """A SmoothQuant drop-in and the variable that must name its scales file."""
+
+    artifact: Artifact
+    scales_env: str
+
+
+@dataclass(frozen=True)
+class SmoothQuantCheck:
+    """Both halves or neither, for each drop-in; with --serve-log, the line on every rank."""
+
+    drop_ins: tuple[Halves, ...]
+    name: str = "smoothquant"
+
+    def run(self, ctx: CheckContext) -> Iterator[CheckResult]:
+        for one in self.drop_ins:
+            artifact = one.artifact
+            yield from check(artifact, one.scales_env, artifact.id in ctx.applied,
+                             ctx.enabled(artifact), ctx.target.python, ctx.env)
+        if ctx.serve_log is not None and any(h.artifact.id in ctx.applied
+                                             for h in self.drop_ins):
+            yield check_serve_log(ctx.serve_log, ctx.manifest.tp_size)

@@ -16,10 +16,11 @@ Exit 1 when any host drifts or is missing, 0 when every host matches the baselin
 
 from __future__ import annotations
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
+from ascendpatch import cliargs
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
 from ascendpatch.inspect import fleet
 from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot
@@ -131,3 +132,25 @@ def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | 
 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.snapshots, args.baseline, args.hosts, args.output)
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("snapshots", nargs="+", type=cliargs.path, metavar="SNAPSHOT",
+                   help="snapshot files (HOST.json) or folders of them")
+    p.add_argument("--baseline", type=cliargs.path, metavar="FILE",
+                   help="compare with this snapshot (default: the majority per package/patch)")
+    p.add_argument("--hosts", type=cliargs.path, metavar="FILE",
+                   help="every host expected, one per line: those without a snapshot are missing")
+    p.add_argument("-o", "--output", type=cliargs.path, metavar="report.html",
+                   help="also write a self-contained HTML page")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="fleet-report",
+    help="drift of many hosts' snapshots against a baseline",
+    description=("Compare many hosts' snapshots against a baseline (the majority per package / "
+                 "patch, or --baseline): a table per host, drift in red, an optional HTML page. "
+                 "Exit 1 on drift or a missing host."),
+    example="ascendpatch fleet-report snapshots/ --hosts hosts.txt -o fleet.html",
+    run=from_args, configure=configure,
+)

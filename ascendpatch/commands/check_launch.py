@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from argparse import Namespace
+from argparse import REMAINDER, ArgumentParser, Namespace
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
 
+from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.deploy import launch
 from ascendpatch.errors import AscendpatchError, InvalidInputError
@@ -54,3 +55,21 @@ def installed_vllm_ascend(args: Namespace) -> launch.AscendQuant:
 def from_args(args: Namespace) -> CommandResult:
     serve = [a for a in args.serve if a != "--"] if args.serve else []
     return run(serve, args.model_dir, args.config, lambda: installed_vllm_ascend(args))
+
+
+def configure(p: ArgumentParser) -> None:
+    p.add_argument("--config", type=cliargs.path, metavar="deploy.yaml",
+                   help="a deploy config to check (vllm-omni stage knobs, serve arguments)")
+    p.add_argument("--model-dir", type=cliargs.path, metavar="DIR",
+                   help="the model folder (default: the one the command names)")
+    p.add_argument("serve", nargs=REMAINDER, metavar="-- COMMAND",
+                   help="the vllm serve command line, after --")
+
+
+COMMAND = cliargs.CommandSpec(
+    name="check-launch",
+    help="check a vllm serve command line and/or a deploy config",
+    description="Check a vllm serve command line and/or a deploy config before launching.",
+    example="ascendpatch check-launch -- vllm serve /models/m --quantization ascend",
+    run=from_args, configure=configure,
+)

@@ -1,0 +1,163 @@
+"""The hash pool: the digests of many files, the largest first, on every core.
+
+A cold audit is bounded by SHA-256 of the largest file (a digest cannot be split). RECORD's
+sizes schedule the files longest first, so the biggest starts hashing on a background thread at
+once, while small files wait in batches for the calling thread (after its own work) and any
+thread done with the big ones. Each worker opens the file, fstats it (the stat the cache keeps,
+taken before the read), reads and hashes it; reads of big files go through a 1 MiB buffer per
+thread and release the GIL, as hashlib does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import deque
+from queue import SimpleQueue
+
+from ascendpatch.hashing import CHUNK, read_digest, record_form
+
+_SWITCH_INTERVAL = 0.001  # while hashing threads run (Python's default is 5 ms)
+_BATCH_BYTES = 4 << 20  # small files go to the threads in batches of this many bytes ...
+_BATCH_FILES = 48  # ... or files
+_OPEN = os.O_RDONLY | os.O_CLOEXEC
+
+Item = tuple[str, str, int]  # key, path, size (at the stat; RECORD's when cold)
+Batch = list[Item]
+Clocks = tuple[float, float, float]  # started (perf_counter), seconds, seconds of thread CPU
+Hashed = tuple[str, str, os.stat_result | None, Clocks | None]
+Done = list[Hashed]  # key, digest (RECORD form) or an error, fstat, clocks (big files)
+UNREADABLE = "unreadable:"  # a digest that is an error: the file cannot be read
+GONE = "missing"  # the file is not there (a path component missing or not a folder)
+
+
+def hash_one(item: Item, buffer: bytearray) -> Hashed:
+    """One file: open, fstat (the stat the cache keeps: taken before the read, as git does),
+    read, hash, close. ``buffer`` is the thread's, allocated for its first big file."""
+    key, path, _size = item
+    try:
+        fd = os.open(path, _OPEN)
+    except (FileNotFoundError, NotADirectoryError):
+        return key, GONE, None, None
+    except OSError as exc:
+        return key, _unreadable(exc), None, None
+    try:
+        st = os.fstat(fd)
+        if st.st_size < CHUNK:
+            digest, clocks = record_form(read_digest(fd, st.st_size)), None
+        else:
+            digest, clocks = _big_digest(fd, st.st_size, buffer)
+    except OSError as exc:
+        return key, _unreadable(exc), None, None
+    finally:
+        os.close(fd)
+    return key, digest, st, clocks
+
+
+def _big_digest(fd: int, size: int, buffer: bytearray) -> tuple[str, Clocks]:
+    """A big file's digest, timed in wall and in this thread's CPU: the difference is time
+    spent waiting (for the GIL, or for a core on a loaded host)."""
+    if not buffer:
+        buffer.extend(bytes(CHUNK))  # in place: the thread keeps it for its next big file
+    start, cpu = time.perf_counter(), time.thread_time()
+    digest = record_form(read_digest(fd, size, buffer))
+    return digest, (start, time.perf_counter() - start, time.thread_time() - cpu)
+
+
+def _unreadable(exc: OSError) -> str:
+    return UNREADABLE + (exc.strerror or type(exc).__name__)
+
+
+def _drain_small(lane: deque[Batch], buffer: bytearray, done: Done) -> None:
+    while True:
+        try:
+            batch = lane.popleft()  # atomic: threads share the deque without a lock
+        except IndexError:
+            return
+        done += [hash_one(item, buffer) for item in batch]
+
+
+def _hash_worker(big: SimpleQueue[Item | None], small: deque[Batch]) -> Done:
+    """A background thread: the big lane (largest first) until its stop sentinel, then help
+    with the small files."""
+    buffer = bytearray()
+    done: Done = []
+    while (item := big.get()) is not None:
+        done.append(hash_one(item, buffer))
+    _drain_small(small, buffer, done)
+    return done
+
+
+class Hasher:
+    """Two lanes. Files of 1 MiB and more go one by one, largest first, to background threads
+    that start on the first of them: hashing them is C code that rarely needs the GIL. Small
+    files, whose cost is mostly Python and system calls under the GIL, wait in batches for the
+    calling thread (once it is done with its own work) and any thread done with the big lane."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers - 1)  # the calling thread hashes too
+        self.big: SimpleQueue[Item | None] = SimpleQueue()
+        self.small: deque[Batch] = deque()
+        self.threads: list[threading.Thread] = []
+        self.done: list[Done] = []
+        self.batch: Batch = []
+        self.batch_bytes = 0
+        self.count = 0
+        self.started = 0.0
+        self.interval = 0.005
+
+    def _start(self) -> None:
+        self.started = time.perf_counter()
+        self.interval = sys.getswitchinterval()
+        sys.setswitchinterval(_SWITCH_INTERVAL)
+        for _ in range(self.workers):
+            done: Done = []
+            self.done.append(done)
+            thread = threading.Thread(
+                target=lambda out=done: out.extend(_hash_worker(self.big, self.small)),
+                name="ascendpatch-hash", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def add(self, key: str, path: str, size: int) -> None:
+        if not self.threads:
+            self._start()
+        self.count += 1
+        if size >= CHUNK:
+            self.big.put((key, path, size))
+            return
+        self.batch.append((key, path, size))
+        self.batch_bytes += size
+        if self.batch_bytes >= _BATCH_BYTES or len(self.batch) >= _BATCH_FILES:
+            self.small.append(self.batch)
+            self.batch, self.batch_bytes = [], 0
+
+    def close(self) -> None:
+        """No more files: the last batch, then one stop sentinel for each thread and one for
+        the caller of ``results``."""
+        if not self.threads:
+            return
+        if self.batch:
+            self.small.append(self.batch)
+            self.batch = []
+        for _ in range(self.workers + 1):
+            self.big.put(None)
+
+    def results(self) -> Done:
+        """Every digest; the calling thread hashes small files, then what is left of the big
+        lane, then waits for the threads."""
+        if not self.threads:
+            return []
+        done: Done = []
+        buffer = bytearray()
+        _drain_small(self.small, buffer, done)
+        while (item := self.big.get()) is not None:
+            done.append(hash_one(item, buffer))
+        for thread in self.threads:
+            thread.join()
+        sys.setswitchinterval(self.interval)
+        for part in self.done:
+            done += part
+        return done

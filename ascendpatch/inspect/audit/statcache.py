@@ -1,0 +1,248 @@
+"""The stat cache: (size, mtime_ns, inode, ctime_ns) -> digest, so a repeat audit of an
+unchanged environment hashes nothing, and the last full audit's outcome (:class:`Summary`).
+
+ctime cannot be set from user space, so a touched-back mtime does not fool it. The cache lives
+in ascendpatch's own cache folder (``$ASCENDPATCH_CACHE``, else ``$XDG_CACHE_HOME/ascendpatch``,
+else ``~/.cache/ascendpatch``), one file per target, never inside the target: auditing an image
+writes nothing into it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ascendpatch import progress
+from ascendpatch.env.introcache import read_private, write_private
+from ascendpatch.hashing import record_to_hex
+from ascendpatch.inspect.audit.hashpool import GONE, Done, Hasher
+from ascendpatch.inspect.audit.report import Timings
+
+CACHE_NAME = "statcache.json"
+CACHE_FORMAT = 3  # 3: kept outside the target, keyed by the target's folder
+
+
+def cache_path(root: Path | str) -> Path:
+    """The stat cache of the target whose state folder is ``root``: outside the target."""
+    from ascendpatch import catalog
+
+    key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:24]
+    return catalog.cache_dir() / "audit" / key / CACHE_NAME
+
+
+Missing = tuple[str, str, str]  # key, distribution name, version
+Differ = tuple[str, str, str, str]  # key, rpm -V code, distribution name, version
+
+
+@dataclass
+class Summary:
+    """The outcome of the last full audit, for the repeat audit that answers from the cache.
+
+    Saved as the JSON object cache format 3 has always held ({"records", "missing",
+    "differ", "orphan_folders"}, rows as lists), so a cache written before this class
+    existed is still used."""
+
+    records: str  # the RECORD files' key (orphans.records_key) the audit saw
+    missing: list[Missing] = field(default_factory=list)
+    differ: list[Differ] = field(default_factory=list)
+    orphan_folders: list[str] = field(default_factory=list)
+    unreadable: bool = False  # some file could not be read: such an outcome is not kept
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records, "missing": [list(m) for m in self.missing],
+                "differ": [list(d) for d in self.differ], "orphan_folders": self.orphan_folders}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Summary | None:
+        """None for no summary, or for one of any other shape (the cache is then unused)."""
+        if not isinstance(doc, dict) or not doc:
+            return None
+        try:
+            missing = [(str(k), str(n), str(v)) for k, n, v in doc["missing"]]
+            differ = [(str(k), str(c), str(n), str(v)) for k, c, n, v in doc["differ"]]
+            return cls(str(doc["records"]), missing, differ,
+                       [str(f) for f in doc.get("orphan_folders", [])])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass
+class FolderWalk:
+    """What the orphan walk last saw in one package folder: the files no RECORD lists, and
+    every folder's (mtime_ns, ctime_ns) so that a folder that gained or lost an entry shows.
+
+    Saved as the JSON object cache format 3 has always held ({"records", "dirs", "unlisted",
+    "owner"})."""
+
+    records: str  # the RECORD files' key when the folder was walked
+    dirs: list[list[Any]]  # [folder, mtime_ns, ctime_ns], as os.walk found them
+    unlisted: list[str]  # absolute paths
+    owner: tuple[str, str] = ("", "")  # the distribution's name and version
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records, "dirs": self.dirs, "unlisted": self.unlisted,
+                "owner": list(self.owner)}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> FolderWalk | None:
+        """None for an entry of any other shape (the folder is then walked again)."""
+        try:
+            name, version = doc.get("owner", ["", ""])
+            return cls(str(doc["records"]), list(doc["dirs"]), [str(p) for p in doc["unlisted"]],
+                       (str(name), str(version)))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+
+class StatCache:
+    """(size, mtime_ns, inode, ctime_ns) -> digest in RECORD form, one file per target.
+
+    Storing the RECORD form means an unchanged file is checked with one string comparison."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = os.path.realpath(root)
+        self.path = cache_path(root)
+        self.entries: dict[str, list[int | str]] = {}
+        self.orphans: dict[str, FolderWalk] = {}  # package folder -> its last walk
+        self.summary: Summary | None = None  # the last full audit's outcome, see run._repeat
+        self.dirty = False
+        try:
+            doc = json.loads(read_private(self.path) or b"{}")
+            if doc.get("format") == CACHE_FORMAT and doc.get("target") == self.root:
+                self.entries = doc["files"]
+                self.orphans = _walks(doc.get("orphans", {}))
+                self.summary = Summary.from_json(doc.get("summary"))
+        except (OSError, ValueError, KeyError, AttributeError):
+            self.entries, self.orphans, self.summary = {}, {}, None
+
+    def get(self, rel: str, st: os.stat_result) -> str | None:
+        cached = self.entries.get(rel)
+        if isinstance(cached, list) and len(cached) == 5 and cached[0] == st.st_size \
+                and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino \
+                and cached[3] == st.st_ctime_ns:
+            return str(cached[4])
+        return None
+
+    def put(self, rel: str, st: os.stat_result, digest: str) -> None:
+        self.entries[rel] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, digest]
+        self.summary = None  # a file hashed outside a full audit: its outcome may have changed
+        self.dirty = True
+
+    def save(self) -> None:
+        """Best effort: a cache folder that cannot be written simply gets no cache."""
+        if not self.dirty:
+            return
+        data = json.dumps({"format": CACHE_FORMAT, "target": self.root, "files": self.entries,
+                           "orphans": {f: w.to_json() for f, w in self.orphans.items()},
+                           "summary": self.summary.to_json() if self.summary else {}},
+                          separators=(",", ":")).encode()
+        write_private(self.path, data)
+        self.dirty = False
+
+
+
+def _walks(doc: Any) -> dict[str, FolderWalk]:
+    folders = doc.items() if isinstance(doc, dict) else ()
+    return {folder: walk for folder, entry in folders
+            if (walk := FolderWalk.from_json(entry)) is not None}
+
+@dataclass
+class Outcome:
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # RECORD form
+    missing: list[str] = field(default_factory=list)
+    hashed: int = 0
+    timings: Timings = field(default_factory=Timings)
+
+
+def _stat_pass(items: Iterable[tuple[str, str, int | None]], cache: StatCache,
+               hasher: Hasher, out: Outcome) -> None:
+    """With a cache: one stat per file; only a file whose stat changed is queued to hash."""
+    get = cache.get
+    stats, digests, missing = out.stats, out.digests, out.missing
+    for key, path, _size in items:
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            missing.append(key)
+            continue
+        stats[key] = st
+        cached = get(key, st)
+        if cached is None:
+            hasher.add(key, path, st.st_size)
+        else:
+            digests[key] = cached
+
+
+def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache, workers: int,
+                  meanwhile: Callable[[], None] | None = None) -> Outcome:
+    """Digests (RECORD form) of files, hashing only those whose stat changed since last time.
+
+    ``items``: (key, path, expected size). Cold (an empty cache), nothing is stat'ed up front:
+    the expected sizes (from RECORD) order the work, largest first, and the biggest file starts
+    hashing at once; each worker stats the file it opens. With a cache, this thread stats every
+    file and queues the changed ones. ``meanwhile`` then runs on this thread while the others
+    hash, and this thread joins the hashing when it is done."""
+    out = Outcome()
+    clock = time.perf_counter
+    start = clock()
+    hasher = Hasher(workers)
+    if cache.entries:
+        _stat_pass(items, cache, hasher, out)
+    else:
+        for key, path, size in sorted(items, key=lambda item: -(item[2] or 0)):
+            hasher.add(key, path, size or 0)
+    hasher.close()
+    out.timings.stat = clock() - start
+    if meanwhile is not None:
+        meanwhile()
+    with progress.task(f"hashing {hasher.count} files"):  # a spinner on a terminal
+        hashed = hasher.results()
+    out.hashed = hasher.count - _collect(hashed, cache, out, start)
+    if hasher.count:
+        out.timings.hash_wall = clock() - hasher.started
+    return out
+
+
+def _collect(hashed: Done, cache: StatCache, out: Outcome, start: float) -> int:
+    """The workers' results into ``out`` (and the cache), the largest file's timing; how many
+    files turned out to be missing."""
+    stats, digests, timings = out.stats, out.digests, out.timings
+    gone = 0
+    for key, digest, st, clocks in hashed:
+        if digest == GONE:
+            out.missing.append(key)
+            gone += 1
+            continue
+        digests[key] = digest
+        if st is None:  # unreadable
+            continue
+        stats[key] = st
+        cache.put(key, st, digest)
+        if st.st_size > timings.largest_bytes:
+            timings.largest_path, timings.largest_bytes = key, st.st_size
+            began, timings.largest_seconds, timings.largest_cpu = clocks or (start, 0.0, 0.0)
+            timings.largest_start = began - start
+    out.missing.sort()
+    return gone
+
+
+def hash_files(items: list[tuple[str, str, int | None]], cache: StatCache,
+               workers: int) -> tuple[dict[str, str], dict[str, int]]:
+    """Hex sha256 and size of each file that is there, through the stat cache (for
+    snapshots). ``items``: (key, path, RECORD's size); nothing is stat'ed twice."""
+    outcome = stat_and_hash(items, cache, workers)
+    digests = {key: record_to_hex(digest) or "" for key, digest in outcome.digests.items()}
+    sizes = {key: st.st_size for key, st in outcome.stats.items()}
+    paths = {key: path for key, path, _size in items}
+    for key in digests.keys() - sizes.keys():  # unreadable: no stat was taken
+        with contextlib.suppress(OSError):
+            sizes[key] = os.stat(paths[key]).st_size
+    return digests, sizes

@@ -1,0 +1,78 @@
+"""What a credential looks like, and how text that may hold one is shown.
+
+One rule for every place a value could reach a person or a file: verify's lines, diffs of
+env files, conflict messages and crash logs. A *name* that looks secret (``HF_TOKEN``,
+``--api-key``, ``DB_PASSWORD``) hides its value; a URL hides its password; nothing else is
+touched, so a log stays useful for a bug report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL")
+HIDDEN = "<set, value hidden>"
+MASK = "***"
+
+# user:password@ in any scheme://... (also inside a longer word or a traceback line)
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:\s]*):"
+                              r"(?P<password>[^/@\s]*)@")
+# NAME=value where NAME looks secret (env entries, dotenv lines, option=value)
+_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)="
+                         r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\"]*)")
+# one word of a command line: --name=value or NAME=value, the value being the rest of the word
+_WORD_ASSIGNMENT = re.compile(r"(?P<name>-*[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>.+)", re.S)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+\S+")
+
+
+def is_secret(name: str) -> bool:
+    """A name that looks like it holds a credential: its value is never shown, only presence."""
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def shown(name: str, value: str) -> str:
+    """``value`` as messages and --json may show it: masked when ``name`` looks secret."""
+    return HIDDEN if is_secret(name) else value
+
+
+def url(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` in it masked."""
+    return _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
+
+
+def _assignment(match: re.Match[str]) -> str:
+    name = match["name"].lstrip("-")
+    return f"{match['name']}={MASK}" if is_secret(name) and match["value"] else match[0]
+
+
+def text(line: str) -> str:
+    """A free text (a traceback line, a message): URL passwords, ``SECRET_NAME=value`` and
+    ``Bearer x`` tokens masked."""
+    line = url(line)
+    line = _ASSIGNMENT.sub(_assignment, line)
+    return _BEARER.sub(lambda m: f"{m[1]} {MASK}", line)
+
+
+def argv(words: Sequence[str]) -> list[str]:
+    """A command line as a log may show it: ``--api-key X`` / ``--api-key=X`` / ``HF_TOKEN=X``
+    / URL passwords / ``Authorization: Bearer X`` masked, every other word as given."""
+    out: list[str] = []
+    hide_next = False
+    for word in words:
+        if hide_next:
+            out.append(MASK)
+            hide_next = False
+            continue
+        if word.startswith("-") and "=" not in word and is_secret(word.lstrip("-")):
+            out.append(word)
+            hide_next = True  # the option's value is the next word
+            continue
+        whole = _WORD_ASSIGNMENT.fullmatch(word)
+        if whole and is_secret(whole["name"].lstrip("-")):
+            out.append(f"{whole['name']}={MASK}")
+        else:
+            out.append(text(word))
+    return out
+

@@ -1,0 +1,84 @@
+"""Credentials never reach a crash log: URL passwords, secret-named options and env entries.
+
+The crash log is meant to be pasted into a bug report, so it must not carry what the command
+line carried: ``smoke --url http://user:PASSWORD@host`` or ``check-launch -- vllm serve ...
+--api-key KEY`` with an ``HF_TOKEN=...`` entry. On 89ee836 the log wrote ``argv`` raw."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ascendpatch import redact
+from tests.kit import run_cli
+
+PASSWORD = "s3cr3t-pa55"
+API_KEY = "sk-live-abcdef0123"
+TOKEN = "hf_TopSecretToken42"
+
+
+def _crash_log(err: str) -> str:
+    assert "unexpected error" in err, err
+    return Path(err.split("(details: ")[1].rstrip(")\n")).read_text(encoding="utf-8")
+
+
+def test_smoke_url_password_is_masked_in_the_crash_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"http://operator:{PASSWORD}@127.0.0.1:9/"
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(f"simulated bug while talking to {url}")
+
+    monkeypatch.setattr("ascendpatch.deploy.smoke.models", boom)
+    result = run_cli("smoke", "--url", url)
+    assert result.code == 3
+    log = _crash_log(result.err)
+    assert PASSWORD not in log
+    assert "operator:***@127.0.0.1:9" in log  # still says which server it was
+    assert "simulated bug" in log and "Traceback" in log
+
+
+def test_check_launch_api_key_and_env_entry_are_masked(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("simulated bug in a launch rule")
+
+    monkeypatch.setattr("ascendpatch.deploy.launch.check_command", boom)
+    result = run_cli("check-launch", "--", "env", f"HF_TOKEN={TOKEN}", "vllm", "serve",
+                     str(tmp_path), "--api-key", API_KEY, f"--hf-token={TOKEN}",
+                     "--max-model-len", "4096")
+    assert result.code == 3
+    log = _crash_log(result.err)
+    assert API_KEY not in log and TOKEN not in log
+    assert "'--api-key', '***'" in log and "'HF_TOKEN=***'" in log
+    assert "'--max-model-len', '4096'" in log  # ordinary options stay readable
+
+
+@pytest.mark.parametrize(("words", "expected"), [
+    (["--api-key", "k"], ["--api-key", "***"]),
+    (["--api-key=k"], ["--api-key=***"]),
+    (["HF_TOKEN=x", "PATH=/bin"], ["HF_TOKEN=***", "PATH=/bin"]),
+    (["--url", "https://u:p@h/x"], ["--url", "https://u:***@h/x"]),
+    (["-H", "Authorization: Bearer abc"], ["-H", "Authorization: Bearer ***"]),
+    (["--tensor-parallel-size", "2"], ["--tensor-parallel-size", "2"]),
+    (["--api-key"], ["--api-key"]),  # no value follows: nothing to hide
+])
+def test_argv_masking(words: list[str], expected: list[str]) -> None:
+    assert redact.argv(words) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(secret=st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126,
+                                             exclude_characters="@/:'\"\\"),
+                      min_size=6, max_size=40),
+       name=st.sampled_from(["HF_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD", "client_secret"]))
+def test_a_secret_value_never_survives(secret: str, name: str) -> None:
+    """Whatever the value, once it follows a secret name or sits in a URL's password slot it is
+    gone from the masked text (argv form, NAME=value form, URL form)."""
+    words = [f"--{name.lower().replace('_', '-')}", secret, f"{name}={secret}",
+             f"https://user:{secret}@example.invalid/"]
+    masked = redact.argv(words)
+    assert all(secret not in word for word in masked[1:]), masked
+    assert secret not in redact.text(f"{name}={secret} and https://u:{secret}@h/")
