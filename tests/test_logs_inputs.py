@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ascendpatch import progress
 from ascendpatch.deploy import logread
-from ascendpatch.deploy.logs import RULES_FILE, Rule, literals, load_rules, yaml_doc
+from ascendpatch.deploy.logrules import RULES_FILE, Rule, literals, load_rules, yaml_doc
 from ascendpatch.manifest import schema
 from tests.kit import REPO, run_cli
 
