@@ -24,6 +24,8 @@ from ascendpatch.results import (
     CommandResult,
     Item,
     Level,
+    Table,
+    Tone,
 )
 
 JSON_FORMAT = 1
@@ -146,16 +148,17 @@ def render(result: CommandResult, *, as_json: bool, color: str,
     console = _console(stream if result.payload is None else out, color)
     for note in result.notes:
         console.line(level_line(Level.WARN, hint(note, invocation)))
-    table = _matrix_table(result) if not isinstance(console, _Plain) else None
+    grid = result.body.table() if result.body is not None else None
+    table = _rich_table(grid) if grid and grid.stands_in and not isinstance(console, _Plain) \
+        else None
     for item in () if streamed and result.streamed else result.results:
         if quiet and item.level not in _PROBLEMS:
             continue
         if table is not None and item.level is Level.OK:
             continue  # on a terminal the table says it
         render_item(console, item, result.show_diff, invocation)
-    fleet = result.extra.get("fleet")
-    if isinstance(fleet, dict):
-        fleet_table(fleet, out, color)
+    if grid is not None and not grid.stands_in:
+        wide_table(grid, out, color)
     if table is not None:
         console.table(table)
     elif result.summary and not quiet:
@@ -232,58 +235,33 @@ def _render_recap(console: Writer, result: CommandResult, quiet: bool) -> None:
     console.line((("recap:", style), (" " + counts, None)))
 
 
-_VERDICT_STYLE = {"applies": "green", "not needed": "cyan", "conflict": "bold red"}
+_TONE = {Tone.GOOD: "green", Tone.QUIET: "cyan", Tone.CAUTION: "yellow", Tone.BAD: "bold red",
+         Tone.ABSENT: "magenta"}
 
 
-def _matrix_table(result: CommandResult) -> Any:
-    """catalog-check on a terminal: a rich table, one row per release, one column per artifact."""
-    matrix = result.extra.get("matrix")
-    if result.command != "catalog-check" or not isinstance(matrix, dict) or not matrix:
-        return None
-    from packaging.version import Version
-    from rich.table import Table
+def _rich_table(grid: Table) -> Any:
+    """A payload's Table as rich draws it: every text made safe, each cell in its tone's colour;
+    a table that stands in for lines has rich's title style (italic), a wide one a plain title."""
+    from rich.table import Table as RichTable
     from rich.text import Text
 
-    table = Table(title="diff artifacts x vllm-ascend releases")
-    table.add_column("release")
-    for artifact_id in matrix:
-        table.add_column(Text(safe(str(artifact_id))))
-    versions = sorted({v for row in matrix.values() for v in row}, key=Version)
-    for version in versions:
-        cells = [str(row.get(version, "")) for row in matrix.values()]
-        table.add_row(Text(safe(version)),
-                      *[Text(safe(c), style=_VERDICT_STYLE.get(c.split(" (")[0], "yellow"))
-                        for c in cells])
+    title = Text(safe(grid.title), style="table.title" if grid.stands_in else "")
+    table = RichTable(title=title)
+    for index, name in enumerate(grid.columns):
+        table.add_column(Text(safe(name)), justify="right" if index in grid.right else "left")
+    for row in grid.rows:
+        table.add_row(*[Text(safe(c.text), style=_TONE[c.tone] if c.tone else "") for c in row])
     return table
 
 
-_CELL = {"OK": "green", "WARN": "yellow", "FAIL": "bold red"}
-
-
-def fleet_table(doc: dict[str, Any], stream: IO[str], color: str) -> None:
-    """fleet-report: hosts x (stack pins, artifacts, files, drift count), outliers in red."""
+def wide_table(grid: Table, stream: IO[str], color: str) -> None:
+    """A table printed after the lines on any stream (fleet-report), with the same colour rule
+    as every line, and wide enough that a pipe does not squeeze its columns."""
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
     colour = use_color(color, stream)
-    table = Table(title=Text(safe(f"fleet against the {doc['baseline']['source']}")),
-                  show_lines=False)
-    table.add_column("host")
-    for check in doc["columns"]:
-        table.add_column(Text(safe(check.split(":", 1)[-1])))
-    table.add_column("drift", justify="right")
-    for host in doc["hosts"]:
-        style = {"ok": "green", "outlier": "yellow", "drift": "bold red",
-                 "missing": "magenta"}[host["status"]]
-        if host["status"] == "missing":
-            cells = [Text("missing")] * len(doc["columns"])
-        else:
-            cells = [Text(safe(c["value"]), style=_CELL[c["level"]]) for c in host["cells"]]
-        table.add_row(Text(safe(host["host"]), style=style), *cells,
-                      "-" if host["status"] == "missing" else str(host["drift"]))
     Console(file=stream, no_color=not colour, force_terminal=colour, highlight=False,
-            width=max(100, 14 * (len(doc["columns"]) + 2))).print(table)
+            width=max(100, 14 * len(grid.columns))).print(_rich_table(grid))
 
 
 def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str, Any]:
@@ -300,7 +278,8 @@ def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str,
         doc["recap"] = result.recap()
     if result.payload is not None:
         doc["payload"] = result.payload
-    doc.update(result.extra)
+    if result.body is not None:
+        doc.update(result.body.json())
     return doc
 
 

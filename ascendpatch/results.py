@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS
 from ascendpatch.filestate import FileState
@@ -85,6 +86,50 @@ class CheckResult:
 Item = ArtifactResult | CheckResult
 
 
+class Tone(enum.Enum):
+    """How a table cell reads, named by meaning; output.py alone maps a tone to a colour."""
+
+    GOOD = "good"
+    QUIET = "quiet"  # fine, nothing to do (not needed)
+    CAUTION = "caution"
+    BAD = "bad"
+    ABSENT = "absent"  # no data (a host without a snapshot)
+
+    @classmethod
+    def of(cls, level: Level) -> Tone:
+        return {Level.OK: cls.GOOD, Level.SKIP: cls.QUIET, Level.WARN: cls.CAUTION,
+                Level.FAIL: cls.BAD}[level]
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    tone: Tone | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A payload's grid for terminals. ``stands_in``: on a terminal it replaces the OK lines
+    and the summary (catalog-check), and a pipe gets those instead; otherwise it is printed
+    after the lines on any stream (fleet-report)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    stands_in: bool = False
+    right: frozenset[int] = frozenset()  # indices of right-justified columns
+
+
+class Payload(Protocol):
+    """What a command returns besides its items (catalog matrix, fleet rows, audit counts)."""
+
+    def json(self) -> dict[str, object]:
+        """The top-level keys this payload adds to the --json envelope."""
+
+    def table(self) -> Table | None:
+        """The terminal table, if the payload has one."""
+
+
 @dataclass(frozen=True)
 class CommandResult:
     command: str
@@ -92,7 +137,7 @@ class CommandResult:
     notes: tuple[str, ...] = ()  # things the run did on the side (recovery), shown as [WARN]
     summary: str = ""
     exit_code_override: int | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    body: Payload | None = None  # the command's typed payload (its JSON keys, its table)
     payload: str | None = None  # `-o -`: the document itself goes to stdout, the lines to stderr
     show_diff: bool = False  # plan, apply --diff: details and diffs shown for every item
     streamed: bool = False  # each item went to progress.item when it became final

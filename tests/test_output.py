@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 from ascendpatch import output
-from ascendpatch.results import ArtifactResult, CheckResult, CommandResult, Level, Status
+from ascendpatch.results import (
+    ArtifactResult,
+    Cell,
+    CheckResult,
+    CommandResult,
+    Level,
+    Status,
+    Table,
+    Tone,
+)
 
 PACKAGE = Path(output.__file__).parent
 
@@ -130,10 +139,9 @@ def test_the_fleet_table_follows_the_same_colour_rule_as_every_line(
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    doc = {"baseline": {"source": "majority"}, "columns": ["pin:torch"],
-           "hosts": [{"host": "node-1", "status": "drift", "drift": 1,
-                      "cells": [{"value": "2.1.0", "level": "FAIL"}]}]}
+    table = Table("fleet against the majority", ("host", "torch", "drift"),
+                  ((Cell("node-1", Tone.BAD), Cell("2.1.0", Tone.BAD), Cell("1")),))
     out = stream()
-    output.fleet_table(doc, out, "auto")
+    output.wide_table(table, out, "auto")
     assert "node-1" in out.getvalue()
     assert ("\x1b[" in out.getvalue()) is coloured
