@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
@@ -22,8 +21,10 @@ from ascendpatch.results import (
     ArtifactResult,
     CheckResult,
     CommandResult,
+    Hint,
     Item,
     Level,
+    Phrase,
     Table,
     Tone,
 )
@@ -147,7 +148,7 @@ def render(result: CommandResult, *, as_json: bool, color: str,
         out = sys.stderr
     console = _console(stream if result.payload is None else out, color)
     for note in result.notes:
-        console.line(level_line(Level.WARN, hint(note, invocation)))
+        console.line(level_line(Level.WARN, say(note, invocation)))
     grid = result.body.table() if result.body is not None else None
     table = _rich_table(grid) if grid and grid.stands_in and not isinstance(console, _Plain) \
         else None
@@ -167,29 +168,28 @@ def render(result: CommandResult, *, as_json: bool, color: str,
     _render_recap(_console(sys.stderr, color), result, quiet)
 
 
-def hint(text: str, invocation: str) -> str:
-    """"run: ascendpatch apply X" -> "run: ascendpatch --python P apply X" (what was given)."""
-    if invocation == "ascendpatch":
+def say(text: str, invocation: str) -> str:
+    """A message, fix or note in words: each Hint in it repeats ``invocation`` (the
+    --python / --site-packages / --manifest given), the target options only for a command that
+    acts on a target."""
+    if not isinstance(text, Phrase):
         return text
-    from ascendpatch.cliargs import COMMANDS
-
-    names = "|".join(re.escape(c.name) for c in COMMANDS)
-
-    def target(match: re.Match[str]) -> str:
-        if match.group(1) in _TARGETED:
-            return invocation + " "
-        words = shlex.split(invocation)  # a command without a target: only --manifest
-        keep = [w for i, w in enumerate(words)
-                if w not in ("--python", "--site-packages")
-                and (i == 0 or words[i - 1] not in ("--python", "--site-packages"))]
-        return shlex.join(keep) + " "
-
-    return re.sub(rf"(?<![\w/.-])ascendpatch (?=({names})\b)", target, text)
+    return "".join(part if isinstance(part, str) else _command(part, invocation)
+                   for part in text.parts)
 
 
-# Commands that act on a target (--python / --site-packages); the others only take --manifest.
-_TARGETED = frozenset({"apply", "plan", "revert", "status", "verify", "install", "lock",
-                       "snapshot", "audit", "capture"})
+def _command(hint: Hint, invocation: str) -> str:
+    if invocation == "ascendpatch":
+        return hint.words()
+    from ascendpatch.commands.context import Reach, reach
+
+    if reach(hint.argv[0]) is not Reach.NONE:
+        return hint.words(invocation)
+    words = shlex.split(invocation)  # a command without a target: only --manifest
+    keep = [w for i, w in enumerate(words)
+            if w not in ("--python", "--site-packages")
+            and (i == 0 or words[i - 1] not in ("--python", "--site-packages"))]
+    return hint.words(shlex.join(keep))
 
 
 def render_item(console: Writer, item: Item, show_diff: bool,
@@ -200,12 +200,12 @@ def render_item(console: Writer, item: Item, show_diff: bool,
 
 def words(item: Item) -> str:
     """An item's text: what was found, then what to do about it."""
-    return f"{item.message}; fix: {item.fix}" if item.fix else item.message
+    return Phrase(item.message, "; fix: ", item.fix) if item.fix else item.message
 
 
 def item_lines(item: Item, show_diff: bool, invocation: str = "ascendpatch") -> list[Line]:
     """The item's line, then (for problems, or when diffs are shown) its details and diff."""
-    lines = [level_line(item.level, hint(words(item), invocation))]
+    lines = [level_line(item.level, say(words(item), invocation))]
     if item.level in _PROBLEMS or show_diff:
         lines += [(("    " + text, None),) for detail in item.details
                   for text in detail.splitlines()]
@@ -272,7 +272,7 @@ def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str,
         "ok": result.ok,
         "exit_code": result.exit_code,
         "results": [item_json(r, invocation) for r in result.results],
-        "notes": [hint(note, invocation) for note in result.notes],
+        "notes": [say(note, invocation) for note in result.notes],
     }
     if result.has_recap:
         doc["recap"] = result.recap()
@@ -288,7 +288,7 @@ def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
     if isinstance(item, CheckResult):
         return {"id": item.id, "kind": item.check, "check": item.check,
                 "status": CHECK_STATUS[item.level], "level": item.level.value,
-                "message": hint(words(item), invocation), "files": [],
+                "message": say(words(item), invocation), "files": [],
                 "details": list(item.details), "data": dict(item.data),
                 **_fix_json(item, invocation)}
     doc: dict[str, Any] = {
@@ -296,7 +296,7 @@ def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
         "kind": item.kind,
         "status": item.status.value,
         "level": item.level.value,
-        "message": hint(words(item), invocation),
+        "message": say(words(item), invocation),
         "files": [f.__dict__ for f in item.files],
         "details": list(item.details),
         "data": {},
@@ -309,7 +309,7 @@ def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
 
 def _fix_json(item: Item, invocation: str) -> dict[str, str]:
     """"fix": the remedy on its own (it also ends "message", for scripts that read only that)."""
-    return {"fix": hint(item.fix, invocation)} if item.fix else {}
+    return {"fix": say(item.fix, invocation)} if item.fix else {}
 
 
 def error(message: str, *, command: str | None, exit_code: int, as_json: bool, color: str,

@@ -2,7 +2,9 @@
 
 Items carry data, not lines: a level and status, the subject (id, kind or check), what was
 found (message, details, diff) and what to do about it (fix). ascendpatch/output.py alone turns
-them into "[FAIL] ...; fix: ..." lines, rich text or JSON."""
+them into "[FAIL] ...; fix: ..." lines, rich text or JSON. A message, fix or note that suggests
+a command holds it as a :class:`Hint` inside a :class:`Phrase`, so the renderer can repeat the
+``--python`` / ``--manifest`` this run was given."""
 
 from __future__ import annotations
 
@@ -40,6 +42,45 @@ class FileChange(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A command line to suggest, without the program name: ``Hint(("apply", aid))``.
+
+    Only the renderer words it: as ``ascendpatch apply ID`` plus the options that pointed this
+    run at its target and manifest (``commands.context.REACH`` says which commands take the
+    target options). Elements are shown joined by spaces, so a placeholder such as
+    ``"<serve log>"`` is one element."""
+
+    argv: tuple[str, ...]
+
+    def words(self, program: str = "ascendpatch") -> str:
+        return " ".join((program, *self.argv))
+
+
+class Phrase(str):
+    """Text with hints in it, built where the message is made: ``Phrase("run: ", Hint(...))``.
+
+    As a str it reads as for a plain ``ascendpatch`` run, so it goes wherever text goes
+    (exceptions, comparisons, logs); ``parts`` keep the hints for the renderer. Adding text to
+    a Phrase keeps its parts; an f-string does not, so build messages with hints from parts."""
+
+    parts: tuple[str | Hint, ...]
+
+    def __new__(cls, *parts: str | Hint) -> Phrase:
+        flat: list[str | Hint] = []
+        for part in parts:
+            flat.extend(part.parts if isinstance(part, Phrase) else (part,))
+        self = super().__new__(cls, "".join(p if isinstance(p, str) else p.words() for p in flat))
+        self.parts = tuple(flat)
+        return self
+
+    def __add__(self, other: str) -> Phrase:
+        return Phrase(self, other)
+
+    def __radd__(self, other: str) -> Phrase:
+        return Phrase(other, self)
 
 
 class Level(str, enum.Enum):

@@ -25,7 +25,7 @@ from ascendpatch import cliargs
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
 from ascendpatch.inspect import fleet
 from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot, HostStatus
-from ascendpatch.results import Cell, CheckResult, CommandResult, Level, Table, Tone
+from ascendpatch.results import Cell, CheckResult, CommandResult, Hint, Level, Phrase, Table, Tone
 
 
 def expand(paths: Sequence[Path]) -> list[Path]:
@@ -73,7 +73,8 @@ def _baseline(path: Path | None, hosts: Sequence[HostSnapshot],
         return fleet.baseline_from(fleet.read(path))
     except InvalidInputError as exc:
         raise InvalidInputError(f"baseline: {exc}",
-                                fix="pass a snapshot written by 'ascendpatch snapshot'") from None
+                                fix=Phrase("pass a snapshot written by '",
+                                           Hint(("snapshot",)), "'")) from None
 
 
 def _unanswered(expected: Sequence[str], rows: Sequence[HostRow],
@@ -91,8 +92,8 @@ def report(paths: Sequence[Path], baseline: Path | None = None,
     owners = fleet.Owners()
     if not good:
         raise InvalidInputError("no readable snapshot among " + ", ".join(map(str, files)),
-                                fix="fetch them with the audit playbook or 'ascendpatch "
-                                    "snapshot -o HOST.json'")
+                                fix=Phrase("fetch them with the audit playbook or '",
+                                           Hint(("snapshot", "-o", "HOST.json")), "'"))
     missing += _unanswered(expected, missing, good)
     return fleet.build(good, _baseline(baseline, good, owners), missing, warnings, owners)
 

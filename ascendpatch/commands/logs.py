@@ -24,7 +24,7 @@ from ascendpatch.deploy.logs import (
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import AscendpatchError
 from ascendpatch.manifest.model import Artifact, Manifest
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 
 
 def _excerpt(line: str, width: int = 160) -> str:
@@ -36,9 +36,28 @@ def _times(finding: Finding) -> str:
     return f" ({finding.count}x)" if finding.count > 1 else ""
 
 
+def _hinted(text: str) -> str:
+    """A log rule's text (data, not code) with each ``ascendpatch COMMAND`` it names held as a
+    Hint, so that the renderer repeats the --python / --manifest given, as for any suggestion."""
+    names = "|".join(re.escape(command.name) for command in cliargs.COMMANDS)
+    parts: list[str | Hint] = []
+    last = 0
+    for match in re.finditer(rf"(?<![\w/.-])ascendpatch ({names})\b", text):
+        parts += [text[last:match.start()], Hint((match.group(1),))]
+        last = match.end()
+    return Phrase(*parts, text[last:]) if parts else text
+
+
+def _printable(text: str) -> str:
+    """printable() of each text part, keeping a Phrase's hints."""
+    if isinstance(text, Phrase):
+        return Phrase(*(printable(p) if isinstance(p, str) else p for p in text.parts))
+    return printable(text)
+
+
 def _finding(cid: str, level: Level, name: str, f: Finding, what: str, tail: str,
              fix: str = "") -> CheckResult:
-    return CheckResult(cid, "logs", level, f"{name}:{f.line_no}: {what}{_times(f)}{tail}",
+    return CheckResult(cid, "logs", level, Phrase(f"{name}:{f.line_no}: {what}{_times(f)}", tail),
                        data={"line": f.line_no, "count": f.count}, fix=fix)
 
 
@@ -68,15 +87,15 @@ def _lines(name: str, result: Triage, rules: list[Rule], required: set[str],
     for f in result.faults:
         assert f.rule is not None
         out.append(_finding(f"fault:{f.rule.id}", Level.FAIL, name, f, f.rule.id,
-                            f": {_excerpt(f.line)}", fix=f.rule.text))
+                            f": {_excerpt(f.line)}", fix=_hinted(f.rule.text)))
     for f in result.warnings:
         assert f.rule is not None
         out.append(_finding(f"warn:{f.rule.id}", Level.WARN, name, f, f.rule.id,
-                            f": {printable(f.note)}"))
+                            Phrase(": ", _printable(f.note))))
     for f in result.benign:
         assert f.rule is not None
         out.append(_finding(f"benign:{f.rule.id}", Level.OK, name, f, "known-benign",
-                            f": {_excerpt(f.line, 100)} ({f.rule.text})"))
+                            Phrase(f": {_excerpt(f.line, 100)} (", _hinted(f.rule.text), ")")))
     for f in result.unknown:
         out.append(_finding("unknown", Level.WARN, name, f, "unknown",
                             f", for a human: {_excerpt(f.line)}"))

@@ -24,6 +24,7 @@ import yaml
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.results import Hint, Phrase
 
 MAX_LINE = 64 * 1024
 MAX_GROUPS = 1000
@@ -153,9 +154,9 @@ def _benign(rule: Rule, match: re.Match[str], known: Knowledge) -> str:
         arch = match.group("arch")
         if arch in known.architectures:
             won = match.groupdict().get("cls") or "the class registered last"
-            return (f"the deployed architecture {arch} was overwritten: the class that won is "
-                    f"{won}; check that it is the one you deploy (ascendpatch verify checks "
-                    "the registry)")
+            return Phrase(f"the deployed architecture {arch} was overwritten: the class that "
+                          f"won is {won}; check that it is the one you deploy (",
+                          Hint(("verify",)), " checks the registry)")
     if rule.check == "ascend-env":
         name = match.group("env")
         if not name.startswith("VLLM_ASCEND_") or known.knows_env(name):

@@ -33,7 +33,7 @@ from ascendpatch.patchfile.diffpatch import (
     parse_patch,
 )
 from ascendpatch.patchfile.porting import Verdict
-from ascendpatch.results import Level
+from ascendpatch.results import Hint, Level, Phrase
 from ascendpatch.store.root import Root
 
 
@@ -201,5 +201,5 @@ def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) 
     if verdict.variant is None:
         return Skip(f"{release} is not in the catalog and needs the fix by hand: "
                     f"{verdict.reason}", Level.FAIL,
-                    f"ascendpatch port {artifact.id} --to {dist.version} --write")
+                    Phrase(Hint(("port", artifact.id, "--to", str(dist.version), "--write"))))
     return verdict.variant
