@@ -211,3 +211,21 @@ def test_a_command_a_log_rule_names_repeats_the_options_given() -> None:
     assert output.say(text, "ascendpatch --manifest m.yaml") == (
         "run: ascendpatch --manifest m.yaml apply fix-x, then restart (ascendpatch sampler "
         "fallback)")
+
+
+def test_every_hint_names_a_command_that_exists() -> None:
+    from ascendpatch.cliargs import COMMANDS
+
+    names = {command.name for command in COMMANDS}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id == "Hint":
+                argv = node.args[0]
+                assert isinstance(argv, ast.Tuple)
+                if path.name == "logs.py" and not isinstance(argv.elts[0], ast.Constant):
+                    continue  # commands/logs._hinted: a name matched against COMMANDS
+                assert isinstance(argv.elts[0], ast.Constant), f"{path.name}:{node.lineno}"
+                found.append(argv.elts[0].value)
+    assert found and set(found) <= names

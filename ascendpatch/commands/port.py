@@ -71,7 +71,7 @@ def run(manifest: Manifest, artifact_id: str, to: str, source: Source, *,
     variant = choose_variant(artifact, version, start)
     found, files = verdicts(artifact, variant, to, source, dict(os.environ))
     word = porting.summary(found)
-    reason = None if word == Verdict.OBSOLETE else fixed_upstream(artifact, to, source)
+    reason = None if word is Verdict.OBSOLETE else fixed_upstream(artifact, to, source)
     if reason is not None:
         return CommandResult("port", (CheckResult(
             f"port:{artifact.id}", "port", Level.SKIP,
@@ -101,7 +101,7 @@ def _before(variant: Variant, path: str) -> tuple[str, ...]:
 def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, word: Verdict,
            files: dict[str, bytes | None]) -> CheckResult:
     if word not in (Verdict.EXACT, Verdict.OFFSET):
-        return CheckResult("write", "port", Level.WARN if word == Verdict.OBSOLETE
+        return CheckResult("write", "port", Level.WARN if word is Verdict.OBSOLETE
                            else Level.FAIL, f"nothing written: the patch {_meaning(word)}")
     if artifact.origin is None:
         raise InvalidInputError(f"artifact {artifact.id} has no manifest file to update")

@@ -39,14 +39,14 @@ class HunkVerdict:
 
     def describe(self) -> str:
         where = f"{self.path} hunk #{self.index}"
-        if self.verdict == Verdict.OFFSET:
+        if self.verdict is Verdict.OFFSET:
             return f"{where}: applies at offset {self.offset:+d}"
-        if self.verdict == Verdict.OBSOLETE:
+        if self.verdict is Verdict.OBSOLETE:
             return f"{where}: already present upstream"
-        if self.verdict == Verdict.CONFLICT:
+        if self.verdict is Verdict.CONFLICT:
             near = f"; nearest code:\n{self.nearest}" if self.nearest else ""
             return f"{where}: conflict{near}"
-        if self.verdict == Verdict.GONE:
+        if self.verdict is Verdict.GONE:
             return f"{where}: the file is not in this release"
         return f"{where}: applies exactly"
 
