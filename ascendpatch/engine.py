@@ -14,7 +14,7 @@ from ascendpatch.kinds import KINDS
 from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, Skip
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.planner import ArtifactPlan, evaluate
-from ascendpatch.results import ArtifactResult, FileChange, FileResult, Level, Status
+from ascendpatch.results import ArtifactResult, FileChange, FileResult, Hint, Level, Phrase, Status
 from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
 
 
@@ -76,8 +76,9 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
     if state is FileState.PARTIAL and not force and not completable:
         return _result(plan, Status.PARTIAL, Level.FAIL,
                        f"{title}: partially applied",
-                       fix=f"'ascendpatch revert {aid}' then 'ascendpatch apply {aid}', or "
-                           f"'ascendpatch apply --force {aid}' to complete it",
+                       fix=Phrase("'", Hint(("revert", aid)), "' then '", Hint(("apply", aid)),
+                                  "', or '", Hint(("apply", "--force", aid)),
+                                  "' to complete it"),
                        files=_file_results(plan.files), details=_details(plan))
     return None
 
@@ -236,7 +237,8 @@ def _recheck(plan: ArtifactPlan, verb: str, diff: str = "") -> ArtifactResult:
         return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=tuple(files))
     return _result(plan, Status.FAILED, Level.FAIL,
                    f"{title}: written, but the re-check finds it {_word(fresh.state)}",
-                   fix="report this as a bug with 'ascendpatch status --json'", files=tuple(files),
+                   fix=Phrase("report this as a bug with '", Hint(("status", "--json")), "'"),
+                   files=tuple(files),
                    details=_details(fresh))
 
 
@@ -359,10 +361,10 @@ def status_of(plan: ArtifactPlan, ledger: Ledger, store: LedgerStore) -> Artifac
         if aid in ledger:  # applied once; the files are back to their originals
             dist = plan.site.dist.name if plan.site and plan.site.dist else "the package"
             return _result(plan, Status.NOT_APPLIED, Level.WARN,
-                           f"{title}: {dist} was reinstalled and the patch is gone; run: "
-                           f"ascendpatch apply {aid}", files=files)
+                           Phrase(f"{title}: {dist} was reinstalled and the patch is gone; "
+                                  "run: ", Hint(("apply", aid))), files=files)
         return _result(plan, Status.NOT_APPLIED, Level.WARN,
-                       f"{title} not applied; run: ascendpatch apply {aid}", files=files)
+                       Phrase(f"{title} not applied; run: ", Hint(("apply", aid))), files=files)
     failure = blocked(plan, force=False)
     assert failure is not None
     return failure

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
@@ -22,8 +21,12 @@ from ascendpatch.results import (
     ArtifactResult,
     CheckResult,
     CommandResult,
+    Hint,
     Item,
     Level,
+    Phrase,
+    Table,
+    Tone,
 )
 
 JSON_FORMAT = 1
@@ -145,17 +148,18 @@ def render(result: CommandResult, *, as_json: bool, color: str,
         out = sys.stderr
     console = _console(stream if result.payload is None else out, color)
     for note in result.notes:
-        console.line(level_line(Level.WARN, hint(note, invocation)))
-    table = _matrix_table(result) if not isinstance(console, _Plain) else None
+        console.line(level_line(Level.WARN, say(note, invocation)))
+    grid = result.body.table() if result.body is not None else None
+    table = _rich_table(grid) if grid and grid.stands_in and not isinstance(console, _Plain) \
+        else None
     for item in () if streamed and result.streamed else result.results:
         if quiet and item.level not in _PROBLEMS:
             continue
         if table is not None and item.level is Level.OK:
             continue  # on a terminal the table says it
         render_item(console, item, result.show_diff, invocation)
-    fleet = result.extra.get("fleet")
-    if isinstance(fleet, dict):
-        fleet_table(fleet, out, color)
+    if grid is not None and not grid.stands_in:
+        wide_table(grid, out, color)
     if table is not None:
         console.table(table)
     elif result.summary and not quiet:
@@ -164,29 +168,28 @@ def render(result: CommandResult, *, as_json: bool, color: str,
     _render_recap(_console(sys.stderr, color), result, quiet)
 
 
-def hint(text: str, invocation: str) -> str:
-    """"run: ascendpatch apply X" -> "run: ascendpatch --python P apply X" (what was given)."""
-    if invocation == "ascendpatch":
+def say(text: str, invocation: str) -> str:
+    """A message, fix or note in words: each Hint in it repeats ``invocation`` (the
+    --python / --site-packages / --manifest given), the target options only for a command that
+    acts on a target."""
+    if not isinstance(text, Phrase):
         return text
-    from ascendpatch.cliargs import COMMANDS
-
-    names = "|".join(re.escape(c.name) for c in COMMANDS)
-
-    def target(match: re.Match[str]) -> str:
-        if match.group(1) in _TARGETED:
-            return invocation + " "
-        words = shlex.split(invocation)  # a command without a target: only --manifest
-        keep = [w for i, w in enumerate(words)
-                if w not in ("--python", "--site-packages")
-                and (i == 0 or words[i - 1] not in ("--python", "--site-packages"))]
-        return shlex.join(keep) + " "
-
-    return re.sub(rf"(?<![\w/.-])ascendpatch (?=({names})\b)", target, text)
+    return "".join(part if isinstance(part, str) else _command(part, invocation)
+                   for part in text.parts)
 
 
-# Commands that act on a target (--python / --site-packages); the others only take --manifest.
-_TARGETED = frozenset({"apply", "plan", "revert", "status", "verify", "install", "lock",
-                       "snapshot", "audit", "capture"})
+def _command(hint: Hint, invocation: str) -> str:
+    if invocation == "ascendpatch":
+        return hint.words()
+    from ascendpatch.commands.context import Reach, reach
+
+    if reach(hint.argv[0]) is not Reach.NONE:
+        return hint.words(invocation)
+    words = shlex.split(invocation)  # a command without a target: only --manifest
+    keep = [w for i, w in enumerate(words)
+            if w not in ("--python", "--site-packages")
+            and (i == 0 or words[i - 1] not in ("--python", "--site-packages"))]
+    return hint.words(shlex.join(keep))
 
 
 def render_item(console: Writer, item: Item, show_diff: bool,
@@ -197,12 +200,12 @@ def render_item(console: Writer, item: Item, show_diff: bool,
 
 def words(item: Item) -> str:
     """An item's text: what was found, then what to do about it."""
-    return f"{item.message}; fix: {item.fix}" if item.fix else item.message
+    return Phrase(item.message, "; fix: ", item.fix) if item.fix else item.message
 
 
 def item_lines(item: Item, show_diff: bool, invocation: str = "ascendpatch") -> list[Line]:
     """The item's line, then (for problems, or when diffs are shown) its details and diff."""
-    lines = [level_line(item.level, hint(words(item), invocation))]
+    lines = [level_line(item.level, say(words(item), invocation))]
     if item.level in _PROBLEMS or show_diff:
         lines += [(("    " + text, None),) for detail in item.details
                   for text in detail.splitlines()]
@@ -232,58 +235,33 @@ def _render_recap(console: Writer, result: CommandResult, quiet: bool) -> None:
     console.line((("recap:", style), (" " + counts, None)))
 
 
-_VERDICT_STYLE = {"applies": "green", "not needed": "cyan", "conflict": "bold red"}
+_TONE = {Tone.GOOD: "green", Tone.QUIET: "cyan", Tone.CAUTION: "yellow", Tone.BAD: "bold red",
+         Tone.ABSENT: "magenta"}
 
 
-def _matrix_table(result: CommandResult) -> Any:
-    """catalog-check on a terminal: a rich table, one row per release, one column per artifact."""
-    matrix = result.extra.get("matrix")
-    if result.command != "catalog-check" or not isinstance(matrix, dict) or not matrix:
-        return None
-    from packaging.version import Version
-    from rich.table import Table
+def _rich_table(grid: Table) -> Any:
+    """A payload's Table as rich draws it: every text made safe, each cell in its tone's colour;
+    a table that stands in for lines has rich's title style (italic), a wide one a plain title."""
+    from rich.table import Table as RichTable
     from rich.text import Text
 
-    table = Table(title="diff artifacts x vllm-ascend releases")
-    table.add_column("release")
-    for artifact_id in matrix:
-        table.add_column(Text(safe(str(artifact_id))))
-    versions = sorted({v for row in matrix.values() for v in row}, key=Version)
-    for version in versions:
-        cells = [str(row.get(version, "")) for row in matrix.values()]
-        table.add_row(Text(safe(version)),
-                      *[Text(safe(c), style=_VERDICT_STYLE.get(c.split(" (")[0], "yellow"))
-                        for c in cells])
+    title = Text(safe(grid.title), style="table.title" if grid.stands_in else "")
+    table = RichTable(title=title)
+    for index, name in enumerate(grid.columns):
+        table.add_column(Text(safe(name)), justify="right" if index in grid.right else "left")
+    for row in grid.rows:
+        table.add_row(*[Text(safe(c.text), style=_TONE[c.tone] if c.tone else "") for c in row])
     return table
 
 
-_CELL = {"OK": "green", "WARN": "yellow", "FAIL": "bold red"}
-
-
-def fleet_table(doc: dict[str, Any], stream: IO[str], color: str) -> None:
-    """fleet-report: hosts x (stack pins, artifacts, files, drift count), outliers in red."""
+def wide_table(grid: Table, stream: IO[str], color: str) -> None:
+    """A table printed after the lines on any stream (fleet-report), with the same colour rule
+    as every line, and wide enough that a pipe does not squeeze its columns."""
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
     colour = use_color(color, stream)
-    table = Table(title=Text(safe(f"fleet against the {doc['baseline']['source']}")),
-                  show_lines=False)
-    table.add_column("host")
-    for check in doc["columns"]:
-        table.add_column(Text(safe(check.split(":", 1)[-1])))
-    table.add_column("drift", justify="right")
-    for host in doc["hosts"]:
-        style = {"ok": "green", "outlier": "yellow", "drift": "bold red",
-                 "missing": "magenta"}[host["status"]]
-        if host["status"] == "missing":
-            cells = [Text("missing")] * len(doc["columns"])
-        else:
-            cells = [Text(safe(c["value"]), style=_CELL[c["level"]]) for c in host["cells"]]
-        table.add_row(Text(safe(host["host"]), style=style), *cells,
-                      "-" if host["status"] == "missing" else str(host["drift"]))
     Console(file=stream, no_color=not colour, force_terminal=colour, highlight=False,
-            width=max(100, 14 * (len(doc["columns"]) + 2))).print(table)
+            width=max(100, 14 * len(grid.columns))).print(_rich_table(grid))
 
 
 def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str, Any]:
@@ -294,13 +272,14 @@ def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str,
         "ok": result.ok,
         "exit_code": result.exit_code,
         "results": [item_json(r, invocation) for r in result.results],
-        "notes": [hint(note, invocation) for note in result.notes],
+        "notes": [say(note, invocation) for note in result.notes],
     }
     if result.has_recap:
         doc["recap"] = result.recap()
     if result.payload is not None:
         doc["payload"] = result.payload
-    doc.update(result.extra)
+    if result.body is not None:
+        doc.update(result.body.json())
     return doc
 
 
@@ -309,7 +288,7 @@ def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
     if isinstance(item, CheckResult):
         return {"id": item.id, "kind": item.check, "check": item.check,
                 "status": CHECK_STATUS[item.level], "level": item.level.value,
-                "message": hint(words(item), invocation), "files": [],
+                "message": say(words(item), invocation), "files": [],
                 "details": list(item.details), "data": dict(item.data),
                 **_fix_json(item, invocation)}
     doc: dict[str, Any] = {
@@ -317,7 +296,7 @@ def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
         "kind": item.kind,
         "status": item.status.value,
         "level": item.level.value,
-        "message": hint(words(item), invocation),
+        "message": say(words(item), invocation),
         "files": [f.__dict__ for f in item.files],
         "details": list(item.details),
         "data": {},
@@ -330,7 +309,7 @@ def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
 
 def _fix_json(item: Item, invocation: str) -> dict[str, str]:
     """"fix": the remedy on its own (it also ends "message", for scripts that read only that)."""
-    return {"fix": hint(item.fix, invocation)} if item.fix else {}
+    return {"fix": say(item.fix, invocation)} if item.fix else {}
 
 
 def error(message: str, *, command: str | None, exit_code: int, as_json: bool, color: str,

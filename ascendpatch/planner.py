@@ -16,7 +16,7 @@ from ascendpatch.kinds import KINDS
 from ascendpatch.kinds.base import ArtifactSite, FileFinding, Skip
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, version_in
-from ascendpatch.results import Level
+from ascendpatch.results import Hint, Level, Phrase
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
     if variant is None:
         return Skip(f"no variant for {dist.name} {dist.version} (covers "
                     f"{artifact.covered_versions()})", Level.WARN,
-                    f"check whether this release needs the fix: ascendpatch port {artifact.id} "
-                    f"--to {dist.version}")
+                    Phrase("check whether this release needs the fix: ",
+                           Hint(("port", artifact.id, "--to", str(dist.version)))))
     try:
         source = resolve_source(artifact, variant.source, env) if variant.source else None
     except InvalidInputError as exc:

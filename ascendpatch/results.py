@@ -2,13 +2,16 @@
 
 Items carry data, not lines: a level and status, the subject (id, kind or check), what was
 found (message, details, diff) and what to do about it (fix). ascendpatch/output.py alone turns
-them into "[FAIL] ...; fix: ..." lines, rich text or JSON."""
+them into "[FAIL] ...; fix: ..." lines, rich text or JSON. A message, fix or note that suggests
+a command holds it as a :class:`Hint` inside a :class:`Phrase`, so the renderer can repeat the
+``--python`` / ``--manifest`` this run was given."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS
 from ascendpatch.filestate import FileState
@@ -39,6 +42,45 @@ class FileChange(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A command line to suggest, without the program name: ``Hint(("apply", aid))``.
+
+    Only the renderer words it: as ``ascendpatch apply ID`` plus the options that pointed this
+    run at its target and manifest (``commands.context.REACH`` says which commands take the
+    target options). Elements are shown joined by spaces, so a placeholder such as
+    ``"<serve log>"`` is one element."""
+
+    argv: tuple[str, ...]
+
+    def words(self, program: str = "ascendpatch") -> str:
+        return " ".join((program, *self.argv))
+
+
+class Phrase(str):
+    """Text with hints in it, built where the message is made: ``Phrase("run: ", Hint(...))``.
+
+    As a str it reads as for a plain ``ascendpatch`` run, so it goes wherever text goes
+    (exceptions, comparisons, logs); ``parts`` keep the hints for the renderer. Adding text to
+    a Phrase keeps its parts; an f-string does not, so build messages with hints from parts."""
+
+    parts: tuple[str | Hint, ...]
+
+    def __new__(cls, *parts: str | Hint) -> Phrase:
+        flat: list[str | Hint] = []
+        for part in parts:
+            flat.extend(part.parts if isinstance(part, Phrase) else (part,))
+        self = super().__new__(cls, "".join(p if isinstance(p, str) else p.words() for p in flat))
+        self.parts = tuple(flat)
+        return self
+
+    def __add__(self, other: str) -> Phrase:
+        return Phrase(self, other)
+
+    def __radd__(self, other: str) -> Phrase:
+        return Phrase(other, self)
 
 
 class Level(str, enum.Enum):
@@ -85,6 +127,50 @@ class CheckResult:
 Item = ArtifactResult | CheckResult
 
 
+class Tone(enum.Enum):
+    """How a table cell reads, named by meaning; output.py alone maps a tone to a colour."""
+
+    GOOD = "good"
+    QUIET = "quiet"  # fine, nothing to do (not needed)
+    CAUTION = "caution"
+    BAD = "bad"
+    ABSENT = "absent"  # no data (a host without a snapshot)
+
+    @classmethod
+    def of(cls, level: Level) -> Tone:
+        return {Level.OK: cls.GOOD, Level.SKIP: cls.QUIET, Level.WARN: cls.CAUTION,
+                Level.FAIL: cls.BAD}[level]
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    tone: Tone | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A payload's grid for terminals. ``stands_in``: on a terminal it replaces the OK lines
+    and the summary (catalog-check), and a pipe gets those instead; otherwise it is printed
+    after the lines on any stream (fleet-report)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    stands_in: bool = False
+    right: frozenset[int] = frozenset()  # indices of right-justified columns
+
+
+class Payload(Protocol):
+    """What a command returns besides its items (catalog matrix, fleet rows, audit counts)."""
+
+    def json(self) -> dict[str, object]:
+        """The top-level keys this payload adds to the --json envelope."""
+
+    def table(self) -> Table | None:
+        """The terminal table, if the payload has one."""
+
+
 @dataclass(frozen=True)
 class CommandResult:
     command: str
@@ -92,7 +178,7 @@ class CommandResult:
     notes: tuple[str, ...] = ()  # things the run did on the side (recovery), shown as [WARN]
     summary: str = ""
     exit_code_override: int | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    body: Payload | None = None  # the command's typed payload (its JSON keys, its table)
     payload: str | None = None  # `-o -`: the document itself goes to stdout, the lines to stderr
     show_diff: bool = False  # plan, apply --diff: details and diffs shown for every item
     streamed: bool = False  # each item went to progress.item when it became final

@@ -12,7 +12,18 @@ from pathlib import Path
 import pytest
 
 from ascendpatch import output
-from ascendpatch.results import ArtifactResult, CheckResult, CommandResult, Level, Status
+from ascendpatch.results import (
+    ArtifactResult,
+    Cell,
+    CheckResult,
+    CommandResult,
+    Hint,
+    Level,
+    Phrase,
+    Status,
+    Table,
+    Tone,
+)
 
 PACKAGE = Path(output.__file__).parent
 
@@ -99,7 +110,7 @@ def test_a_fix_is_data_that_the_renderer_words() -> None:
     """Items carry what to do as data; the line and JSON "message" end with "; fix: ..." and
     JSON also has it alone; hints in it repeat the --python given."""
     item = CheckResult("pin:vllm", "pin", Level.FAIL, "vllm 0.9 does not match ==0.18",
-                       fix="ascendpatch install")
+                       fix=Phrase(Hint(("install",))))
     result = CommandResult("verify", (item,))
     assert _plain(result) == "[FAIL] vllm 0.9 does not match ==0.18; fix: ascendpatch install\n"
     doc = output.item_json(item, "ascendpatch --python /p")
@@ -130,10 +141,91 @@ def test_the_fleet_table_follows_the_same_colour_rule_as_every_line(
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    doc = {"baseline": {"source": "majority"}, "columns": ["pin:torch"],
-           "hosts": [{"host": "node-1", "status": "drift", "drift": 1,
-                      "cells": [{"value": "2.1.0", "level": "FAIL"}]}]}
+    table = Table("fleet against the majority", ("host", "torch", "drift"),
+                  ((Cell("node-1", Tone.BAD), Cell("2.1.0", Tone.BAD), Cell("1")),))
     out = stream()
-    output.fleet_table(doc, out, "auto")
+    output.wide_table(table, out, "auto")
     assert "node-1" in out.getvalue()
     assert ("\x1b[" in out.getvalue()) is coloured
+
+
+def test_a_hint_repeats_the_target_options_only_for_a_command_that_acts_on_a_target() -> None:
+    fix = Phrase("run: ", Hint(("apply", "x")), " or ", Hint(("port", "x", "--to", "2")))
+    assert fix == "run: ascendpatch apply x or ascendpatch port x --to 2"  # as plain text
+    given = "ascendpatch --python '/my env/python' --manifest m.yaml"
+    assert output.say(fix, given) == (
+        "run: ascendpatch --python '/my env/python' --manifest m.yaml apply x or "
+        "ascendpatch --manifest m.yaml port x --to 2")
+    joined = "[" + fix + "]"  # adding text keeps the hints
+    assert output.say(joined, given).startswith("[run: ascendpatch --python '/my env/python' ")
+    assert output.say("ascendpatch apply x", given) == "ascendpatch apply x"  # only hints change
+
+
+def test_every_command_in_the_reach_table_exists() -> None:
+    from ascendpatch.cliargs import COMMANDS
+    from ascendpatch.commands.context import REACH
+
+    assert set(REACH) <= {command.name for command in COMMANDS}
+
+
+def test_no_fix_or_message_spells_a_command_as_plain_text() -> None:
+    """A suggested command is a Hint, so that the renderer repeats --python / --manifest."""
+    from ascendpatch.cliargs import COMMANDS
+
+    names = "|".join(re.escape(command.name) for command in COMMANDS)
+    pattern = re.compile(rf"(?<![\w/.-])ascendpatch ({names})\b")
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg in ("fix", "message"):
+                found += [f"{path.name}:{text.lineno}" for text in ast.walk(node.value)
+                          if isinstance(text, ast.Constant) and isinstance(text.value, str)
+                          and pattern.search(text.value)]
+    assert found == []
+
+
+def test_a_payload_brings_its_json_keys_and_its_table_whatever_the_command() -> None:
+    class Counts:
+        def json(self) -> dict[str, object]:
+            return {"counted": 2}
+
+        def table(self) -> Table:
+            return Table("counts", ("name", "count"), ((Cell("a", Tone.GOOD), Cell("2")),),
+                         stands_in=True)
+
+    result = CommandResult("any-command", (CheckResult("a", "x", Level.OK, "a: 2"),),
+                           summary="a=2", body=Counts())
+    assert output.to_json(result)["counted"] == 2
+    term = _Terminal()
+    output.render(result, as_json=False, color="always", stream=term)
+    assert "a: 2" not in term.getvalue() and "count" in term.getvalue()  # the table says it
+    assert _plain(result) == "[OK] a: 2\na=2\n"  # a pipe gets the lines and the summary
+
+
+def test_a_command_a_log_rule_names_repeats_the_options_given() -> None:
+    """log_rules.yaml is data: commands/logs turns the commands its texts name into Hints."""
+    from ascendpatch.commands.logs import _hinted
+
+    text = _hinted("run: ascendpatch apply fix-x, then restart (ascendpatch sampler fallback)")
+    assert text == "run: ascendpatch apply fix-x, then restart (ascendpatch sampler fallback)"
+    assert output.say(text, "ascendpatch --manifest m.yaml") == (
+        "run: ascendpatch --manifest m.yaml apply fix-x, then restart (ascendpatch sampler "
+        "fallback)")
+
+
+def test_every_hint_names_a_command_that_exists() -> None:
+    from ascendpatch.cliargs import COMMANDS
+
+    names = {command.name for command in COMMANDS}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id == "Hint":
+                argv = node.args[0]
+                assert isinstance(argv, ast.Tuple)
+                if path.name == "logs.py" and not isinstance(argv.elts[0], ast.Constant):
+                    continue  # commands/logs._hinted: a name matched against COMMANDS
+                assert isinstance(argv.elts[0], ast.Constant), f"{path.name}:{node.lineno}"
+                found.append(argv.elts[0].value)
+    assert found and set(found) <= names

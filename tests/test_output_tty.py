@@ -169,14 +169,18 @@ def test_results_stream_before_the_command_returns(world: list[str]) -> None:
 
 
 def test_catalog_check_matrix_is_a_table_with_releases_as_rows() -> None:
+    from ascendpatch.commands.catalog_check import CatalogMatrix, MatrixCell
+    from ascendpatch.patchfile.porting import Verdict
     from ascendpatch.results import CheckResult, CommandResult, Level
 
-    matrix = {"fix-a": {"0.18.0": "applies", "0.9.1": "not needed"},
-              "fix-b": {"0.18.0": "conflict", "0.9.1": "applies"}}
+    matrix = CatalogMatrix({"fix-a": {"0.18.0": MatrixCell(Verdict.EXACT),
+                                      "0.9.1": MatrixCell(Verdict.NOT_NEEDED)},
+                            "fix-b": {"0.18.0": MatrixCell(Verdict.CONFLICT),
+                                      "0.9.1": MatrixCell(Verdict.EXACT)}})
     rows = (CheckResult("fix-a@0.18.0", "catalog", Level.OK, "fix-a x 0.18.0: applies"),
             CheckResult("fix-b@0.18.0", "catalog", Level.FAIL, "fix-b x 0.18.0: conflict"))
     result = CommandResult("catalog-check", rows, summary="| markdown |",
-                           extra={"matrix": matrix})
+                           body=matrix)
     term = io.StringIO()
     output.render(result, as_json=False, color="always", stream=term)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", term.getvalue())

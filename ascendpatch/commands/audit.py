@@ -11,16 +11,34 @@ from __future__ import annotations
 import os
 from argparse import ArgumentParser, Namespace
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ascendpatch import cliargs
 from ascendpatch.commands.context import Context
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.results import CheckResult, CommandResult, Level, Table
 
 if TYPE_CHECKING:
     from ascendpatch.env.target import Target
     from ascendpatch.inspect.audit import AuditReport
+
+
+@dataclass(frozen=True)
+class AuditCounts:
+    """audit's payload beside its findings: how much was looked at, and how long each step took
+    (--json only; the summary line says the counts)."""
+
+    files_checked: int
+    files_hashed: int
+    timings: dict[str, Any]
+
+    def json(self) -> dict[str, object]:
+        return {"files_checked": self.files_checked, "files_hashed": self.files_hashed,
+                "timings": self.timings}
+
+    def table(self) -> Table | None:
+        return None
 
 
 def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
@@ -97,9 +115,8 @@ def run_on(target: Target, make_context: Callable[[], Context], *,
     summary = (f"audit: {report.files_checked} files checked ({report.files_hashed} hashed), "
                f"{bad} unexpected finding(s), {len(results) - bad} expected")
     return CommandResult("audit", tuple(results), summary=summary,
-                         extra={"files_checked": report.files_checked,
-                                "files_hashed": report.files_hashed,
-                                "timings": report.timings.as_dict()})
+                         body=AuditCounts(report.files_checked, report.files_hashed,
+                                          report.timings.as_dict()))
 
 
 def from_args(args: Namespace) -> CommandResult:

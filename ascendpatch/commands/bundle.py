@@ -28,7 +28,7 @@ from ascendpatch.env import pipadapter
 from ascendpatch.env.pipadapter import PipError
 from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.hashing import record_text, record_to_hex, sha256_bytes
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 from ascendpatch.store import atomic
 
 TOOLS = ("pip-tools", "pip", "setuptools", "wheel")
@@ -49,8 +49,9 @@ def repack_installed(folder: Path) -> Path:
         dist = importlib.metadata.distribution("ascendpatch")
     except importlib.metadata.PackageNotFoundError:
         raise InvalidInputError("ascendpatch is neither a source checkout nor an installed "
-                                "distribution", fix="run 'ascendpatch bundle' from a git "
-                                                    "checkout or from install.sh's venv") from None
+                                "distribution", fix=Phrase("run '", Hint(("bundle",)),
+                                                           "' from a git checkout or from "
+                                                           "install.sh's venv")) from None
     dist_info = f"ascendpatch-{dist.version}.dist-info"
     contents: dict[str, bytes] = {}
     edited: list[str] = []

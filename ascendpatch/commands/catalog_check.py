@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from argparse import ArgumentParser, Namespace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
@@ -18,7 +19,60 @@ from ascendpatch.inspect.portcheck import LEVEL, patch_loader, release_reader, v
 from ascendpatch.kinds.diff import by_content
 from ascendpatch.manifest.model import Artifact, Manifest, version_in
 from ascendpatch.patchfile import porting
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.patchfile.porting import Verdict
+from ascendpatch.results import Cell, CheckResult, CommandResult, Level, Table, Tone
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    """One artifact x release verdict; ``note`` qualifies it ("no variant", "fixed upstream")."""
+
+    verdict: Verdict
+    note: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.verdict.value + (f" ({self.note})" if self.note else "")
+
+    @property
+    def tone(self) -> Tone:
+        return _TONE.get(self.verdict, Tone.CAUTION)
+
+
+_TONE = {Verdict.EXACT: Tone.GOOD, Verdict.NOT_NEEDED: Tone.QUIET, Verdict.CONFLICT: Tone.BAD}
+
+
+@dataclass(frozen=True)
+class CatalogMatrix:
+    """catalog-check's payload: artifact id -> release -> verdict, in the order checked."""
+
+    cells: dict[str, dict[str, MatrixCell]] = field(default_factory=dict)
+
+    def add(self, artifact_id: str, version: str, cell: MatrixCell) -> None:
+        self.cells.setdefault(artifact_id, {})[version] = cell
+
+    def versions(self) -> list[str]:
+        return sorted({v for row in self.cells.values() for v in row}, key=Version)
+
+    def words(self) -> dict[str, dict[str, str]]:
+        return {aid: {v: c.text for v, c in row.items()} for aid, row in self.cells.items()}
+
+    def json(self) -> dict[str, object]:
+        return {"matrix": self.words()}
+
+    def table(self) -> Table | None:
+        """One row per release (oldest first), one column per artifact."""
+        if not self.cells:
+            return None
+        rows = tuple((Cell(version), *(_table_cell(row.get(version))
+                                       for row in self.cells.values()))
+                     for version in self.versions())
+        return Table("diff artifacts x vllm-ascend releases", ("release", *self.cells), rows,
+                     stands_in=True)
+
+
+def _table_cell(cell: MatrixCell | None) -> Cell:
+    return Cell("", Tone.CAUTION) if cell is None else Cell(cell.text, cell.tone)
 
 
 def catalog_check(manifest: Manifest, versions: list[str], source: Source,
@@ -30,7 +84,7 @@ def catalog_check(manifest: Manifest, versions: list[str], source: Source,
         raise InvalidInputError("give either --new or VERSION..., not both")
     env = dict(os.environ)
     rows: list[CheckResult] = []
-    matrix: dict[str, dict[str, str]] = {}
+    matrix = CatalogMatrix()
     for artifact in artifacts:
         assert artifact.distribution is not None
         wanted = versions or releases.versions_on_index(artifact.distribution, source)
@@ -42,17 +96,18 @@ def catalog_check(manifest: Manifest, versions: list[str], source: Source,
                                         f"on the index is newer than the catalog"))
         for version in sorted(wanted, key=Version):
             cell, level = _cell(artifact, version, source, env)
-            matrix.setdefault(artifact.id, {})[version] = cell
+            matrix.add(artifact.id, version, cell)
             rows.append(CheckResult(f"{artifact.id}@{version}", "catalog", level,
-                                    f"{artifact.id} x {artifact.distribution} {version}: {cell}",
+                                    f"{artifact.id} x {artifact.distribution} {version}: "
+                                    f"{cell.text}",
                                     data={"artifact": artifact.id, "version": version,
-                                          "verdict": cell}))
+                                          "verdict": cell.text}))
             progress.item(rows[-1])  # shown as each release is checked
     table = markdown_table(matrix)
     if markdown is not None:
         markdown.write_text(table)
     return CommandResult("catalog-check", tuple(rows), summary=table.rstrip("\n"),
-                         extra={"matrix": matrix}, streamed=True)
+                         body=matrix, streamed=True)
 
 
 def known_to_catalog(artifact: Artifact, version: Version) -> bool:
@@ -70,10 +125,10 @@ def newer_than_catalog(artifact: Artifact, versions: list[str]) -> list[str]:
 
 
 def _cell(artifact: Artifact, version: str, source: Source, env: dict[str, str]) \
-        -> tuple[str, Level]:
+        -> tuple[MatrixCell, Level]:
     parsed = Version(version)
     if artifact.not_needed and version_in(artifact.not_needed[0], parsed):
-        return "not needed", Level.OK
+        return MatrixCell(Verdict.NOT_NEEDED), Level.OK
     covering = artifact.variant_for(parsed)
     if covering is None and artifact.needed_if is not None:
         verdict = by_content(artifact, release_reader(artifact, version, source),
@@ -82,25 +137,25 @@ def _cell(artifact: Artifact, version: str, source: Source, env: dict[str, str])
     found, _files = verdicts(artifact, covering or artifact.variants[-1], version, source, env)
     word = porting.summary(found)
     if covering is None:  # a release no variant claims: information, not a broken catalog
-        return f"{word} (no variant)", Level.WARN
-    return word, LEVEL[word]
+        return MatrixCell(word, "no variant"), Level.WARN
+    return MatrixCell(word), LEVEL[word]
 
 
 # A release the catalog does not list, decided by its content (the artifact's needed_if).
 _CONTENT_CELL = {
-    porting.NOT_NEEDED: ("not needed (fixed upstream)", Level.OK),
-    porting.APPLIED: (f"{porting.OBSOLETE} (no variant)", Level.WARN),
-    porting.EXACT: (f"{porting.EXACT} (no variant)", Level.WARN),
-    porting.OFFSET: (f"{porting.OFFSET} (no variant)", Level.WARN),
-    porting.PORT_BY_HAND: (porting.PORT_BY_HAND, Level.FAIL),
+    Verdict.NOT_NEEDED: (MatrixCell(Verdict.NOT_NEEDED, "fixed upstream"), Level.OK),
+    Verdict.APPLIED: (MatrixCell(Verdict.OBSOLETE, "no variant"), Level.WARN),
+    Verdict.EXACT: (MatrixCell(Verdict.EXACT, "no variant"), Level.WARN),
+    Verdict.OFFSET: (MatrixCell(Verdict.OFFSET, "no variant"), Level.WARN),
+    Verdict.PORT_BY_HAND: (MatrixCell(Verdict.PORT_BY_HAND), Level.FAIL),
 }
 
 
-def markdown_table(matrix: dict[str, dict[str, str]]) -> str:
-    versions = sorted({v for row in matrix.values() for v in row}, key=Version)
+def markdown_table(matrix: CatalogMatrix) -> str:
+    versions = matrix.versions()
     lines = ["| artifact | " + " | ".join(versions) + " |",
              "|---|" + "---|" * len(versions)]
-    for artifact_id, row in matrix.items():
+    for artifact_id, row in matrix.words().items():
         lines.append(f"| {artifact_id} | " + " | ".join(row.get(v, "") for v in versions) + " |")
     return "\n".join(lines) + "\n"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 from argparse import Namespace
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -9,6 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ascendpatch.results import Hint, Phrase
 
 if TYPE_CHECKING:  # at run time only where used: `audit` must not pay for yaml and the schema
     from ascendpatch.env.pipadapter import Source
@@ -96,9 +99,23 @@ def reading(ctx: Context) -> Iterator[Session]:
         yield session
 
 
-# Commands that run the target interpreter (probes, pip, plugin checks); the others only
-# read its site-packages, so a manifest's target.python candidates are never executed for them.
-NEEDS_INTERPRETER = frozenset({"verify", "install", "lock", "capture"})
+class Reach(enum.Enum):
+    """How far a command reaches into the target."""
+
+    NONE = "none"  # the manifest and the files named on the command line only
+    SITE = "site"  # reads or writes the target's site-packages
+    INTERPRETER = "interpreter"  # also runs the target interpreter (probes, pip, plugin checks)
+
+
+# The one table of it. Discovery executes a manifest's target.python candidates only for
+# INTERPRETER commands; hints repeat --python / --site-packages only for commands with a reach.
+REACH = {"apply": Reach.SITE, "plan": Reach.SITE, "revert": Reach.SITE, "status": Reach.SITE,
+         "snapshot": Reach.SITE, "audit": Reach.SITE, "verify": Reach.INTERPRETER,
+         "install": Reach.INTERPRETER, "lock": Reach.INTERPRETER, "capture": Reach.INTERPRETER}
+
+
+def reach(command: str | None) -> Reach:
+    return REACH.get(command or "", Reach.NONE)
 
 
 def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
@@ -111,7 +128,7 @@ def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
         return from_python(args.python)
     command = getattr(args, "command", None)
     return discover.find_target(os.environ, preferred=preferred,
-                                run_preferred=command in NEEDS_INTERPRETER)
+                                run_preferred=reach(command) is Reach.INTERPRETER)
 
 
 def from_args(args: Namespace) -> Context:
@@ -138,7 +155,7 @@ def check_with(manifest: Manifest, ids: Sequence[str]) -> None:
         known = ", ".join(a.id for a in manifest.artifacts) or "none"
         raise InvalidInputError(f"--with {', '.join(unknown)}: no such artifact in manifest "
                                 f"{manifest.name} (known: {known})",
-                                fix="check the id with 'ascendpatch status'")
+                                fix=Phrase("check the id with '", Hint(("status",)), "'"))
 
 
 def source_from_args(args: Namespace) -> Source:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from argparse import ArgumentParser, Namespace
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch import cliargs
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
 from ascendpatch.inspect import fleet
-from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot, HostStatus
+from ascendpatch.results import Cell, CheckResult, CommandResult, Hint, Level, Phrase, Table, Tone
 
 
 def expand(paths: Sequence[Path]) -> list[Path]:
@@ -72,7 +73,8 @@ def _baseline(path: Path | None, hosts: Sequence[HostSnapshot],
         return fleet.baseline_from(fleet.read(path))
     except InvalidInputError as exc:
         raise InvalidInputError(f"baseline: {exc}",
-                                fix="pass a snapshot written by 'ascendpatch snapshot'") from None
+                                fix=Phrase("pass a snapshot written by '",
+                                           Hint(("snapshot",)), "'")) from None
 
 
 def _unanswered(expected: Sequence[str], rows: Sequence[HostRow],
@@ -90,22 +92,49 @@ def report(paths: Sequence[Path], baseline: Path | None = None,
     owners = fleet.Owners()
     if not good:
         raise InvalidInputError("no readable snapshot among " + ", ".join(map(str, files)),
-                                fix="fetch them with the audit playbook or 'ascendpatch "
-                                    "snapshot -o HOST.json'")
+                                fix=Phrase("fetch them with the audit playbook or '",
+                                           Hint(("snapshot", "-o", "HOST.json")), "'"))
     missing += _unanswered(expected, missing, good)
     return fleet.build(good, _baseline(baseline, good, owners), missing, warnings, owners)
 
 
+@dataclass(frozen=True)
+class FleetRows:
+    """fleet-report's payload: the report as --json's "fleet" document and as a terminal table
+    (hosts x the report's columns, then the drift count)."""
+
+    report: FleetReport
+
+    def json(self) -> dict[str, object]:
+        return {"fleet": fleet.to_json(self.report)}
+
+    def table(self) -> Table:
+        columns = ("host", *(c.split(":", 1)[-1] for c in self.report.columns), "drift")
+        return Table(f"fleet against the {self.report.baseline.source}", columns,
+                     tuple(self._row(r) for r in self.report.rows),
+                     right=frozenset({len(columns) - 1}))
+
+    def _row(self, row: HostRow) -> tuple[Cell, ...]:
+        host = Cell(row.host, _HOST_TONE[row.status])
+        if row.status is HostStatus.MISSING:
+            return (host, *[Cell("missing")] * len(self.report.columns), Cell("-"))
+        return (host, *(Cell(c.value, Tone.of(c.level)) for c in row.cells), Cell(str(row.drift)))
+
+
+_HOST_TONE = {HostStatus.OK: Tone.GOOD, HostStatus.OUTLIER: Tone.CAUTION,
+              HostStatus.DRIFT: Tone.BAD, HostStatus.MISSING: Tone.ABSENT}
+
+
 def _host_line(row: HostRow) -> CheckResult:
-    if row.status == "missing":
+    if row.status is HostStatus.MISSING:
         return CheckResult(f"host:{row.host}", "fleet", Level.FAIL,
                            f"{row.host}: missing ({row.reason})")
-    if row.status == "ok":
+    if row.status is HostStatus.OK:
         return CheckResult(f"host:{row.host}", "fleet", Level.OK,
                            f"{row.host}: as the baseline")
-    level = Level.FAIL if row.status == "drift" else Level.WARN
+    level = Level.FAIL if row.status is HostStatus.DRIFT else Level.WARN
     bad = [c.detail for c in row.cells if c.level is level]
-    what = "drifted" if row.status == "drift" else "outlier"
+    what = "drifted" if row.status is HostStatus.DRIFT else "outlier"
     return CheckResult(f"host:{row.host}", "fleet", level,
                        f"{row.host}: {what}, {row.drift} difference(s) from the baseline: "
                        + "; ".join(bad[:3]), details=row.diff[:20])
@@ -114,12 +143,11 @@ def _host_line(row: HostRow) -> CheckResult:
 def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | None = None,
         output: Path | None = None) -> CommandResult:
     rep = report(paths, baseline, hosts_file)
-    doc = fleet.to_json(rep)
     if output is not None:
         from ascendpatch.inspect import fleethtml
         from ascendpatch.store import atomic
 
-        atomic.write_atomic(output, fleethtml.render(doc).encode("utf-8"))
+        atomic.write_atomic(output, fleethtml.render(fleet.to_json(rep)).encode("utf-8"))
     summary = (f"fleet: {len(rep.rows)} host(s) against the {rep.baseline.source}: "
                f"{len(rep.drifted)} drifted, {len(rep.outliers)} outlier(s), "
                f"{len(rep.missing)} missing"
@@ -127,7 +155,7 @@ def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | 
     code = EXIT_PROBLEMS if rep.drifted or rep.outliers or rep.missing else EXIT_OK
     return CommandResult("fleet-report", tuple(_host_line(r) for r in rep.rows),
                          notes=rep.warnings, summary=summary, exit_code_override=code,
-                         extra={"fleet": doc})
+                         body=FleetRows(rep))
 
 
 def from_args(args: Namespace) -> CommandResult:

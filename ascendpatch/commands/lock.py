@@ -22,7 +22,7 @@ from ascendpatch.commands.context import Context
 from ascendpatch.env import pipadapter, pipdiff, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, PipError, Source
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 from ascendpatch.store import atomic
 
 DEFAULT_UNSAFE = ("pip", "setuptools", "distribute")
@@ -47,7 +47,7 @@ def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
     protected = {canonicalize_name(x) for x in ctx.manifest.protected}
     if not [p for p in ctx.manifest.stack.packages if canonicalize_name(p.name) not in protected]:
         raise InvalidInputError(f"manifest {ctx.manifest.name} pins no installable package",
-                                fix="lock a stack manifest (ascendpatch manifests)")
+                                fix=Phrase("lock a stack manifest (", Hint(("manifests",)), ")"))
     found = stackcheck.conflicts(ctx.manifest, target, source)
     if found:
         return CommandResult("lock", tuple(stackcheck.conflict_results(found, "lock",

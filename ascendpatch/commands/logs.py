@@ -35,7 +35,7 @@ from ascendpatch.errors import AscendpatchError
 from ascendpatch.kinds.plugin import plugin_module, plugin_targets
 from ascendpatch.manifest import loader
 from ascendpatch.manifest.model import Artifact, Manifest
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 
 
 @dataclass(frozen=True)
@@ -102,9 +102,28 @@ def _fix(rule: Rule) -> str:
         else rule.text
 
 
+def _hinted(text: str) -> str:
+    """A log rule's text (data, not code) with each ``ascendpatch COMMAND`` it names held as a
+    Hint, so that the renderer repeats the --python / --manifest given, as for any suggestion."""
+    names = "|".join(re.escape(command.name) for command in cliargs.COMMANDS)
+    parts: list[str | Hint] = []
+    last = 0
+    for match in re.finditer(rf"(?<![\w/.-])ascendpatch ({names})\b", text):
+        parts += [text[last:match.start()], Hint((match.group(1),))]
+        last = match.end()
+    return Phrase(*parts, text[last:]) if parts else text
+
+
+def _printable(text: str) -> str:
+    """printable() of each text part, keeping a Phrase's hints."""
+    if isinstance(text, Phrase):
+        return Phrase(*(printable(p) if isinstance(p, str) else p for p in text.parts))
+    return printable(text)
+
+
 def _finding(cid: str, level: Level, name: str, f: Finding, what: str, tail: str,
              fix: str = "") -> CheckResult:
-    return CheckResult(cid, "logs", level, f"{name}:{f.line_no}: {what}{_times(f)}{tail}",
+    return CheckResult(cid, "logs", level, Phrase(f"{name}:{f.line_no}: {what}{_times(f)}", tail),
                        data={"line": f.line_no, "count": f.count,
                              "process": f.process, "folded": f.folded}, fix=fix)
 
@@ -139,7 +158,7 @@ def _fault_lines(name: str, result: Triage) -> list[CheckResult]:
     for f in result.faults:
         rule = _rule_of(f)
         out.append(_finding(f"fault:{rule.id}", Level.FAIL, name, f, rule.id,
-                            f": {_excerpt(f.line)}{_where(f)}", fix=_fix(rule)))
+                            f": {_excerpt(f.line)}{_where(f)}", fix=_hinted(_fix(rule))))
     for f in result.crashes:
         out.append(_finding("crash", Level.WARN, name, f, "an exception no rule names",
                             f"{_where(f)}, for a human: {_excerpt(f.line)}"))
@@ -152,13 +171,14 @@ def _other_lines(name: str, result: Triage) -> list[CheckResult]:
         rule = _rule_of(f)
         out.append(_finding(f"client:{rule.id}", Level.WARN, name, f,
                             f"a client's error, not a server fault ({rule.id})",
-                            f": {_excerpt(f.line)}", fix=_fix(rule)))
+                            f": {_excerpt(f.line)}", fix=_hinted(_fix(rule))))
     for f in result.warnings:
         out.append(_finding(f"warn:{_rule_of(f).id}", Level.WARN, name, f, _rule_of(f).id,
-                            f": {printable(f.note)}"))
+                            Phrase(": ", _printable(f.note))))
     for f in result.benign:
         out.append(_finding(f"benign:{_rule_of(f).id}", Level.OK, name, f, "known-benign",
-                            f": {_excerpt(f.line, 100)} ({_rule_of(f).text})"))
+                            Phrase(f": {_excerpt(f.line, 100)} (", _hinted(_rule_of(f).text),
+                                   ")")))
     for f in result.unknown:
         out.append(_finding("unknown", Level.WARN, name, f, "unknown",
                             f", for a human: {_excerpt(f.line)}"))

@@ -19,6 +19,7 @@ from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
 from ascendpatch.patchfile import diffwrite, porting
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward
+from ascendpatch.patchfile.porting import Verdict
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.store import atomic
 
@@ -70,12 +71,12 @@ def run(manifest: Manifest, artifact_id: str, to: str, source: Source, *,
     variant = choose_variant(artifact, version, start)
     found, files = verdicts(artifact, variant, to, source, dict(os.environ))
     word = porting.summary(found)
-    reason = None if word == porting.OBSOLETE else fixed_upstream(artifact, to, source)
+    reason = None if word is Verdict.OBSOLETE else fixed_upstream(artifact, to, source)
     if reason is not None:
         return CommandResult("port", (CheckResult(
             f"port:{artifact.id}", "port", Level.SKIP,
             f"{artifact.title}: not needed for {artifact.distribution} {to}: fixed upstream "
-            f"({reason})", data={"verdict": porting.NOT_NEEDED}),))
+            f"({reason})", data={"verdict": Verdict.NOT_NEEDED.value}),))
     lines = [CheckResult(f"hunk:{v.path}:{v.index}", "port", LEVEL[v.verdict], v.describe())
              for v in found]
     lines.append(CheckResult(f"port:{artifact.id}", "port", LEVEL[word],
@@ -86,10 +87,10 @@ def run(manifest: Manifest, artifact_id: str, to: str, source: Source, *,
     return CommandResult("port", tuple(lines))
 
 
-def _meaning(word: str) -> str:
-    return {porting.EXACT: "applies exactly", porting.OFFSET: "applies at an offset",
-            porting.OBSOLETE: "already fixed upstream: retire the patch for this release",
-            porting.CONFLICT: "conflicts: port it by hand (see the nearest code above)"}[word]
+def _meaning(word: Verdict) -> str:
+    return {Verdict.EXACT: "applies exactly", Verdict.OFFSET: "applies at an offset",
+            Verdict.OBSOLETE: "already fixed upstream: retire the patch for this release",
+            Verdict.CONFLICT: "conflicts: port it by hand (see the nearest code above)"}[word]
 
 
 def _before(variant: Variant, path: str) -> tuple[str, ...]:
@@ -97,10 +98,10 @@ def _before(variant: Variant, path: str) -> tuple[str, ...]:
     return hashes.before if hashes else ()
 
 
-def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, word: str,
+def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, word: Verdict,
            files: dict[str, bytes | None]) -> CheckResult:
-    if word not in (porting.EXACT, porting.OFFSET):
-        return CheckResult("write", "port", Level.WARN if word == porting.OBSOLETE
+    if word not in (Verdict.EXACT, Verdict.OFFSET):
+        return CheckResult("write", "port", Level.WARN if word is Verdict.OBSOLETE
                            else Level.FAIL, f"nothing written: the patch {_meaning(word)}")
     if artifact.origin is None:
         raise InvalidInputError(f"artifact {artifact.id} has no manifest file to update")

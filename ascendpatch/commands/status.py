@@ -14,7 +14,9 @@ from ascendpatch.results import (
     PENDING,
     ArtifactResult,
     CommandResult,
+    Hint,
     Level,
+    Phrase,
     Status,
     pending_exit_code,
 )
@@ -45,8 +47,9 @@ def _optional(ctx: Context, ledger: Ledger, store: LedgerStore) -> list[Artifact
         found = status_of(evaluate(artifact, kctx), ledger, store)
         if found.status is not Status.ALREADY_APPLIED:
             found = replace(found, status=Status.SKIPPED, level=Level.SKIP,
-                            message=f"{artifact.title}: optional, not enabled ({found.status.value}"
-                                    f"); enable: ascendpatch apply --with {artifact.id}")
+                            message=Phrase(f"{artifact.title}: optional, not enabled "
+                                           f"({found.status.value}); enable: ",
+                                           Hint(("apply", "--with", artifact.id))))
         shown.append(found)
     return shown
 

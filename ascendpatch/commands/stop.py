@@ -13,7 +13,7 @@ from ascendpatch.deploy import procs
 from ascendpatch.deploy.stop import PID_MAX_LIMIT, StopReport, stop
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import NotRegularFileError, open_regular
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 
 PIDFILE_MAX = 64  # "4194303\n" with room for whitespace; anything longer is no pid file
 _ASCII_PID = re.compile(r"[0-9]+", re.ASCII)
@@ -62,8 +62,8 @@ def check_pid(pid: int, origin: str) -> int:
         raise InvalidInputError(
             f"{origin}: refusing PID 1: it is the init process (in a container, the container "
             "itself); stopping it would stop everything",
-            fix="run `ascendpatch stop` without --pid to stop leftover vLLM processes, or "
-                "--all-vllm for every vLLM process")
+            fix=Phrase("run `", Hint(("stop",)), "` without --pid to stop leftover vLLM processes, "
+                       "or --all-vllm for every vLLM process"))
     return pid
 
 

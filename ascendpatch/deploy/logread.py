@@ -23,6 +23,7 @@ from ascendpatch import progress
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.results import Hint, Phrase
 
 MAX_LINE = 64 * 1024
 SPINNER_BYTES = 4 * 1024 * 1024  # a log this big gets a progress bar on a terminal
@@ -87,8 +88,8 @@ class Traceback:
         self.open = self.after_frame = False
 
 
-_FIX_NOT_REGULAR = ("save the log to a file first (vllm serve ... > serve.log 2>&1) and triage "
-                    "that file, or pipe it: ... | ascendpatch logs -")
+_FIX_NOT_REGULAR = Phrase("save the log to a file first (vllm serve ... > serve.log 2>&1) and "
+                          "triage that file, or pipe it: ... | ", Hint(("logs", "-")))
 
 
 def _open(path: Path) -> tuple[BinaryIO, int]:

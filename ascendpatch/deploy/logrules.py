@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.manifest import schema as s
+from ascendpatch.results import Hint, Phrase
 
 _ASCEND_ENV = re.compile(r"VLLM_ASCEND_\w+")
 
@@ -183,9 +184,9 @@ def _architecture_note(match: re.Match[str], known: Knowledge) -> str:
     won = (match.groupdict().get("cls") or "").rstrip(".")
     if won and won == known.adapter_classes.get(arch):
         return ""
-    return (f"the deployed architecture {arch} was overwritten: the class that won is "
-            f"{won or 'the class registered last'}; check that it is the one you deploy "
-            "(ascendpatch verify checks the registry)")
+    return Phrase(f"the deployed architecture {arch} was overwritten: the class that won is "
+                  f"{won or 'the class registered last'}; check that it is the one you deploy "
+                  "(", Hint(("verify",)), " checks the registry)")
 
 
 def _env_note(match: re.Match[str], known: Knowledge) -> str:

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendpatch.deploy.text import printable
+from ascendpatch.results import Hint, Phrase
 from ascendpatch.untrusted import load_json
 
 MAX_BODY = 8 * 1024 * 1024
 MAX_REDIRECTS = 5
-FIX_TOP_P = ("ascendpatch apply sampler-topk-topp-fallback, restart the server, and check: "
-             "ascendpatch logs <serve log>")
+FIX_TOP_P = Phrase(Hint(("apply", "sampler-topk-topp-fallback")),
+                   ", restart the server, and check: ", Hint(("logs", "<serve log>")))
 
 
 @dataclass(frozen=True)

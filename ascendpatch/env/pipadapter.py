@@ -21,6 +21,7 @@ from typing import Any
 from ascendpatch import catalog, progress
 from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
+from ascendpatch.results import Hint, Phrase
 
 PIP_TIMEOUT = 3600.0
 
@@ -192,7 +193,8 @@ def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
                     "pip-tools"], python=str(venv / "bin" / "python"))
     if proc.returncode != 0:
         raise PipError(f"cannot install pip-tools into {venv}: {proc.stderr.strip()[-400:]}",
-                       fix="add pip-tools to the wheelhouse (ascendpatch bundle) or go online")
+                       fix=Phrase("add pip-tools to the wheelhouse (", Hint(("bundle",)),
+                                  ") or go online"))
     return compile_bin
 
 

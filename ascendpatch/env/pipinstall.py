@@ -16,6 +16,7 @@ from ascendpatch.env.pipadapter import Source
 from ascendpatch.env.pipdiff import InstallPlan
 from ascendpatch.env.target import Target, from_python
 from ascendpatch.errors import RefusedError
+from ascendpatch.results import Hint, Phrase
 
 
 def execute(plan: InstallPlan, target: Target, source: Source,
@@ -25,7 +26,7 @@ def execute(plan: InstallPlan, target: Target, source: Source,
         names = ", ".join(r.change.name for r in plan.refusals)
         raise RefusedError(f"the install plan changes protected packages ({names}); nothing "
                            f"was changed",
-                           fix="see the plan and why: ascendpatch install --dry-run")
+                           fix=Phrase("see the plan and why: ", Hint(("install", "--dry-run"))))
     if not plan.steps:
         return target
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,6 +20,7 @@ same package version.
 
 from __future__ import annotations
 
+import enum
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,16 @@ HEALTHY_ARTIFACT = ("already-applied", "applied", "skipped")
 ABSENT = "absent"
 # Packages whose version is always a column when present (the stack the catalog pins).
 STACK = ("vllm-ascend", "vllm", "torch", "torch-npu", "transformers")
+
+
+class HostStatus(str, enum.Enum):
+    """A host against the baseline: OUTLIER is amber only, DRIFT something red, MISSING no
+    readable snapshot. The values are what --json and the HTML page show."""
+
+    OK = "ok"
+    OUTLIER = "outlier"
+    DRIFT = "drift"
+    MISSING = "missing"
 
 
 @dataclass(frozen=True)
@@ -71,7 +82,7 @@ class Cell:
 @dataclass(frozen=True)
 class HostRow:
     host: str
-    status: str  # "ok", "outlier" (amber only), "drift" (something red) or "missing"
+    status: HostStatus
     cells: tuple[Cell, ...] = ()
     drift: int = 0
     diff: tuple[str, ...] = ()  # "-baseline" / "+host" lines
@@ -88,15 +99,15 @@ class FleetReport:
 
     @property
     def drifted(self) -> tuple[HostRow, ...]:
-        return tuple(r for r in self.rows if r.status == "drift")
+        return tuple(r for r in self.rows if r.status is HostStatus.DRIFT)
 
     @property
     def outliers(self) -> tuple[HostRow, ...]:
-        return tuple(r for r in self.rows if r.status == "outlier")
+        return tuple(r for r in self.rows if r.status is HostStatus.OUTLIER)
 
     @property
     def missing(self) -> tuple[HostRow, ...]:
-        return tuple(r for r in self.rows if r.status == "missing")
+        return tuple(r for r in self.rows if r.status is HostStatus.MISSING)
 
 
 @dataclass
@@ -345,13 +356,14 @@ def compare(host: HostSnapshot, base: Baseline, cols: Sequence[str],
     count = sum(1 for c in cells if c.level is not Level.OK and c.check != "files")
     count += len(drift.changes)
     levels = {c.level for c in cells}
-    status = "drift" if Level.FAIL in levels else "outlier" if Level.WARN in levels else "ok"
+    status = (HostStatus.DRIFT if Level.FAIL in levels else
+              HostStatus.OUTLIER if Level.WARN in levels else HostStatus.OK)
     return HostRow(host.host, status, tuple(cells), count, _diff_lines(cells, drift),
                    host.source)
 
 
 def missing_row(host: str, reason: str, source: str = "") -> HostRow:
-    return HostRow(host, "missing", source=source, reason=reason)
+    return HostRow(host, HostStatus.MISSING, source=source, reason=reason)
 
 
 def build(hosts: Sequence[HostSnapshot], base: Baseline, missing: Sequence[HostRow] = (),
@@ -372,7 +384,7 @@ def to_json(report: FleetReport) -> dict[str, Any]:
                      "artifacts": base.artifacts,
                      "files": sum(len(f) for f in base.files.values())},
         "columns": list(report.columns),
-        "hosts": [{"host": r.host, "status": r.status, "drift": r.drift, "source": r.source,
+        "hosts": [{"host": r.host, "status": r.status.value, "drift": r.drift, "source": r.source,
                    "reason": r.reason, "diff": list(r.diff),
                    "cells": [{"check": c.check, "level": c.level.value, "value": c.value,
                               "expected": c.expected, "detail": c.detail} for c in r.cells]}

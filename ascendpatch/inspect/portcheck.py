@@ -13,11 +13,12 @@ from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.patchfile import porting
 from ascendpatch.patchfile.diffpatch import FilePatch
+from ascendpatch.patchfile.porting import Verdict
 from ascendpatch.results import Level
 
 # The level of each hunk verdict (and of a summary word) as the port / catalog lines show it.
-LEVEL = {porting.EXACT: Level.OK, porting.OFFSET: Level.WARN, porting.OBSOLETE: Level.WARN,
-         porting.CONFLICT: Level.FAIL, porting.GONE: Level.FAIL}
+LEVEL = {Verdict.EXACT: Level.OK, Verdict.OFFSET: Level.WARN, Verdict.OBSOLETE: Level.WARN,
+         Verdict.CONFLICT: Level.FAIL, Verdict.GONE: Level.FAIL}
 
 
 

@@ -17,6 +17,7 @@ from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.audit import StatCache, hash_files
 from ascendpatch.manifest.model import Manifest
 from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.results import Hint, Phrase
 
 SNAPSHOT_KIND = "ascendpatch-snapshot"
 SNAPSHOT_FORMAT = 1
@@ -89,7 +90,7 @@ class Wording:
     fix: str | None = None
 
 
-READ_FIX = "create one with 'ascendpatch snapshot -o FILE'"
+READ_FIX = Phrase("create one with '", Hint(("snapshot", "-o", "FILE")), "'")
 DIFF_WORDING = Wording(unreadable="snapshot {path} cannot be read ({exc})",
                        not_json="{path} is not an ascendpatch snapshot (not JSON)",
                        foreign="{path} is not an ascendpatch snapshot",

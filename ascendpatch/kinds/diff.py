@@ -32,7 +32,8 @@ from ascendpatch.patchfile.diffpatch import (
     analyze,
     parse_patch,
 )
-from ascendpatch.results import Level
+from ascendpatch.patchfile.porting import Verdict
+from ascendpatch.results import Hint, Level, Phrase
 from ascendpatch.store.root import Root
 
 
@@ -140,11 +141,11 @@ class ContentVerdict:
 
     ``word``: APPLIED (a variant's patch is already in), EXACT/OFFSET (that variant's patch
     applies), NOT_NEEDED (the artifact's ``needed_if`` is false: fixed upstream) or
-    PORT_BY_HAND (the bug is there, or cannot be ruled out, and no patch fits); the words are
-    :mod:`ascendpatch.patchfile.porting`'s.
+    PORT_BY_HAND (the bug is there, or cannot be ruled out, and no patch fits): a
+    :class:`ascendpatch.patchfile.porting.Verdict`.
     """
 
-    word: str
+    word: Verdict
     reason: str
     variant: Variant | None = None
 
@@ -159,20 +160,20 @@ def by_content(artifact: Artifact, read: porting.Reader, load: Loader) -> Conten
     for variant, patches in loaded:  # already in: status says applied, revert finds it
         files = {p.path: read(p.path) for p in patches}
         if patches and all(_applied(p, files[p.path]) for p in patches):
-            return ContentVerdict(porting.APPLIED,
+            return ContentVerdict(Verdict.APPLIED,
                                   f"the patch of variant {variant.versions} is in", variant)
     condition = artifact.needed_if
     assert condition is not None
     finding = needed.evaluate(condition, read(condition.file))
     if finding.needed is False:
-        return ContentVerdict(porting.NOT_NEEDED, f"fixed upstream: {finding.reason}")
+        return ContentVerdict(Verdict.NOT_NEEDED, f"fixed upstream: {finding.reason}")
     for variant, patches in loaded:
         files = {p.path: read(p.path) for p in patches}
         word = porting.summary(porting.port(patches, files))
-        if word in (porting.EXACT, porting.OFFSET):
+        if word in (Verdict.EXACT, Verdict.OFFSET):
             return ContentVerdict(word, f"{finding.reason}; the patch of variant "
                                         f"{variant.versions} fits", variant)
-    return ContentVerdict(porting.PORT_BY_HAND, f"{finding.reason}, and no variant's patch fits")
+    return ContentVerdict(Verdict.PORT_BY_HAND, f"{finding.reason}, and no variant's patch fits")
 
 
 def _applied(patch: FilePatch, current: bytes | None) -> bool:
@@ -194,11 +195,11 @@ def _by_content(artifact: Artifact, dist: Distribution, env: Mapping[str, str]) 
 
     verdict = by_content(artifact, read, load)
     release = f"{dist.name} {dist.version}"
-    if verdict.word == porting.NOT_NEEDED:
+    if verdict.word is Verdict.NOT_NEEDED:
         return Skip(f"not needed for {release} (not in the catalog, decided by content): "
                     f"{verdict.reason}")
     if verdict.variant is None:
         return Skip(f"{release} is not in the catalog and needs the fix by hand: "
                     f"{verdict.reason}", Level.FAIL,
-                    f"ascendpatch port {artifact.id} --to {dist.version} --write")
+                    Phrase(Hint(("port", artifact.id, "--to", str(dist.version), "--write"))))
     return verdict.variant

@@ -25,6 +25,7 @@ from ascendpatch.manifest.model import (
     resolve_path,
 )
 from ascendpatch.manifest.needed import Condition
+from ascendpatch.results import Hint, Phrase
 
 DEFAULT_MANIFEST = "default"
 MAX_DEPTH = 64  # no manifest needs more; deeper input is refused before anything recurses
@@ -170,7 +171,8 @@ def resolve_name(name_or_path: str) -> Path:
     if not bundled.is_file():
         known = ", ".join(bundled_names()) or "none"
         raise InvalidInputError(f"no bundled manifest named {name_or_path!r} (bundled: {known})",
-                                fix="run 'ascendpatch manifests' or pass a path to a YAML file")
+                                fix=Phrase("run '", Hint(("manifests",)),
+                                           "' or pass a path to a YAML file"))
     return bundled
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ascendpatch.errors import StateError, UnsafePathError, WriteFaultError
 from ascendpatch.hashing import sha256_bytes, sha256_file
+from ascendpatch.results import Hint, Phrase
 from ascendpatch.store import atomic, crash
 from ascendpatch.store.backups import Backups
 from ascendpatch.store.ledgerformat import (
@@ -192,8 +193,9 @@ class Transaction:
         except (ValueError, UnsafePathError) as exc:
             raise StateError(
                 f"{origin} is not an ascendpatch journal ({exc}); nothing was changed",
-                fix=f"if no ascendpatch run is active, move it aside (mv {self.path} "
-                    f"{self.path}.bad) and check the files with 'ascendpatch status'") \
+                fix=Phrase(f"if no ascendpatch run is active, move it aside (mv {self.path} "
+                           f"{self.path}.bad) and check the files with '", Hint(("status",)),
+                           "'")) \
                 from None
 
     def _parse(self, doc: object, origin: str) -> tuple[str | None, list[Entry]]:
@@ -296,7 +298,7 @@ def _recovered_note(entries: Sequence[Entry], outcomes: Sequence[str]) -> str:
     note = (f"recovered an interrupted run: rolled back {changed} of "
             f"{len(outcomes)} file(s) to their state before it")
     if lost:
-        note += (f"; {len(lost)} file(s) kept as they are because their backups are gone "
-                 f"({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''}): "
-                 "'ascendpatch revert' checks the reverse patch against RECORD")
+        return Phrase(note, f"; {len(lost)} file(s) kept as they are because their backups "
+                      f"are gone ({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''}): '",
+                      Hint(("revert",)), "' checks the reverse patch against RECORD")
     return note

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ascendpatch.errors import StateError, UnsafePathError
 from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.results import Hint, Phrase
 from ascendpatch.store.root import Roots
 
 LEDGER_FORMAT = 1
@@ -82,9 +83,8 @@ def load_ledger(path: Path, roots: Roots) -> Ledger:
         return parse_ledger(json.loads(raw.decode("utf-8")), roots, path)
     except (ValueError, UnsafePathError) as exc:
         raise StateError(f"ledger {path} is not an ascendpatch ledger ({exc})",
-                         fix=f"move it aside (mv {path} {path}.bad); "
-                             "'ascendpatch status' then judges every file by its "
-                             "content") from None
+                         fix=Phrase(f"move it aside (mv {path} {path}.bad); '", Hint(("status",)),
+                                    "' then judges every file by its content")) from None
 
 
 def parse_ledger(doc: object, roots: Roots, path: Path) -> Ledger:

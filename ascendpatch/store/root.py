@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ascendpatch.errors import UnsafePathError
 from ascendpatch.paths import check_relative
+from ascendpatch.results import Hint, Phrase
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -109,7 +110,7 @@ def _open_part(fd: int, part: str, folder: Path, real_root: Path, create: bool) 
         raise UnsafePathError(
             f"{folder}: {part!r} became a symlink or a file while ascendpatch was "
             f"writing; not followed, nothing outside {real_root} was touched",
-            fix="check who else writes the target, then run 'ascendpatch status'",
+            fix=Phrase("check who else writes the target, then run '", Hint(("status",)), "'"),
         ) from None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ascendpatch.inspect.checks.base import CheckContext
-from ascendpatch.results import ArtifactResult, CheckResult, Level, Status
+from ascendpatch.results import ArtifactResult, CheckResult, Hint, Level, Phrase, Status
 
 
 def artifact_check(item: ArtifactResult) -> CheckResult:
@@ -24,6 +24,6 @@ class ArtifactsCheck:
         if journal is not None:
             yield CheckResult("state:journal", "artifact", Level.FAIL,
                               f"an interrupted run left {journal}",
-                              fix="ascendpatch status (as a user who can write the target) "
-                                  "rolls it back")
+                              fix=Phrase(Hint(("status",)), " (as a user who can write the target) "
+                                         "rolls it back"))
         yield from (artifact_check(item) for item in ctx.artifacts.shown)

@@ -12,7 +12,7 @@ from ascendpatch.env.target import Target
 from ascendpatch.inspect.checks import cann
 from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Manifest, PackagePin
-from ascendpatch.results import CheckResult, Level
+from ascendpatch.results import CheckResult, Hint, Level, Phrase
 
 
 def pin_check(pin: PackagePin, target: Target) -> CheckResult:
@@ -21,14 +21,14 @@ def pin_check(pin: PackagePin, target: Target) -> CheckResult:
     if dist is None:
         return CheckResult(f"pin:{pin.name}", "pin", Level.FAIL,
                            f"{pin.name} is not installed; the stack pins {pin.name}"
-                           f"{pin.specifier}{why}", fix="ascendpatch install")
+                           f"{pin.specifier}{why}", fix=Phrase(Hint(("install",))))
     if dist.satisfies(pin.specifier):
         label = standins.LABEL if standins.is_standin(dist.metadata_dir) else ""
         return CheckResult(f"pin:{pin.name}", "pin", Level.OK,
                            f"{pin.name} {dist.version} matches {pin.specifier or 'any'}{label}")
     return CheckResult(f"pin:{pin.name}", "pin", Level.FAIL,
                        f"{pin.name} {dist.version} does not match {pin.specifier}{why}",
-                       fix=f"ascendpatch install (installs {pin.name}{pin.specifier})")
+                       fix=Phrase(Hint(("install",)), f" (installs {pin.name}{pin.specifier})"))
 
 
 def _python_check(spec: str, target: Target) -> CheckResult:

@@ -14,7 +14,7 @@ from pathlib import Path
 from ascendpatch.env import inscript
 from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Artifact
-from ascendpatch.results import CheckResult, Level
+from ascendpatch.results import CheckResult, Hint, Level, Phrase
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ def _result(artifact: Artifact, arch: str, target: str, resolved: str | None) ->
     if resolved is None:
         return CheckResult(cid, "plugin", Level.FAIL,
                            f"{arch} is not registered in vLLM's ModelRegistry ({artifact.title} "
-                           f"missing or broken)", fix=f"ascendpatch apply {artifact.id}")
+                           f"missing or broken)", fix=Phrase(Hint(("apply", artifact.id))))
     return CheckResult(cid, "plugin", Level.FAIL,
                        f"vLLM's ModelRegistry resolves {arch} to {resolved}, not to the "
                        f"adapter's {target}: {artifact.title} is not in effect",
-                       fix=f"ascendpatch apply {artifact.id} (if another plugin registers {arch} "
-                           "after it, limit VLLM_PLUGINS)")
+                       fix=Phrase(Hint(("apply", artifact.id)), f" (if another plugin registers "
+                                  f"{arch} after it, limit VLLM_PLUGINS)"))
 
 
 @dataclass(frozen=True)

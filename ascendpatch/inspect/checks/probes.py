@@ -20,7 +20,7 @@ from ascendpatch.env.target import Target
 from ascendpatch.inspect.checks.base import CheckContext, ProbeOutcome
 from ascendpatch.inspect.checks.cann import ATB_SETENV, TOOLKIT_SETENV
 from ascendpatch.manifest.model import version_in
-from ascendpatch.results import CheckResult, Level
+from ascendpatch.results import CheckResult, Hint, Level, Phrase
 
 PROBE_TIMEOUT = 120.0
 SAMPLER_FIX = "sampler-topk-topp-fallback"
@@ -73,7 +73,7 @@ def explain_import_error(error: str, target: Target) -> tuple[str, str]:
                 "(processes inherit them)")
     pair = torch_pair_problem(target)
     if pair:
-        return f"{pair} ({error})", "ascendpatch install restores the stack's pair"
+        return f"{pair} ({error})", Phrase(Hint(("install",)), " restores the stack's pair")
     return f"import torch_npu failed: {error}", ""
 
 
@@ -166,7 +166,7 @@ def _device_result(spec: Mapping[str, str] | None, found: dict[str, Any] | None,
     if outcome == "no-fallback":
         return CheckResult(cid, "probe", Level.SKIP,
                            "on-device check needs the fallback to compare with",
-                           fix=f"ascendpatch apply {SAMPLER_FIX}")
+                           fix=Phrase(Hint(("apply", SAMPLER_FIX))))
     if found is None or outcome == "error":
         error = (found or {}).get("error", "no answer")
         return CheckResult(cid, "probe", Level.FAIL, f"on-device check could not run: {error}")
@@ -201,6 +201,6 @@ def _op_result(op: Operator, present: bool, applied: Collection[str],
     if op.fallback:
         return CheckResult(cid, "probe", Level.FAIL,
                            f"{op.name} missing: the first top_p<1 request will kill EngineCore",
-                           fix=f"ascendpatch apply {op.fallback}")
+                           fix=Phrase(Hint(("apply", op.fallback))))
     return CheckResult(cid, "probe", Level.FAIL, f"{op.name} missing: {op.used_by} will fail",
                        fix="install the torch_npu of the stack")

@@ -18,7 +18,7 @@ from ascendpatch.env import inscript
 from ascendpatch.inspect.checks.base import CheckContext
 from ascendpatch.manifest.model import Artifact
 from ascendpatch.redact import is_secret, shown
-from ascendpatch.results import CheckResult, Level
+from ascendpatch.results import CheckResult, Hint, Level, Phrase
 
 SCALES_PROBE = r"""
 import json, struct, sys
@@ -64,8 +64,9 @@ def check(artifact: Artifact, var: str, applied: bool, enabled: bool, python: Pa
         if enabled:
             return [CheckResult(cid, "smoothquant", Level.FAIL,
                                 f"SmoothQuant is enabled but neither the drop-in nor {var} is "
-                                f"in place", fix=f"ascendpatch apply --with {artifact.id} and "
-                                                 f"export {var}=<weights_smooth>/smooth_scales.pt")]
+                                f"in place",
+                                fix=Phrase(Hint(("apply", "--with", artifact.id)), f" and export "
+                                           f"{var}=<weights_smooth>/smooth_scales.pt"))]
         return [CheckResult(cid, "smoothquant", Level.SKIP,
                             f"SmoothQuant not in use (no drop-in, {var} unset)")]
     if applied and not scales:
@@ -77,8 +78,8 @@ def check(artifact: Artifact, var: str, applied: bool, enabled: bool, python: Pa
         return [CheckResult(cid, "smoothquant", Level.FAIL,
                             f"{var} is set but the SmoothQuant drop-in is not installed: half "
                             f"installed, answers silently degrade",
-                            fix=f"SMOOTH=1 bash install.sh, or ascendpatch apply --with "
-                                f"{artifact.id}")]
+                            fix=Phrase("SMOOTH=1 bash install.sh, or ",
+                                       Hint(("apply", "--with", artifact.id))))]
     assert scales is not None
     results = [CheckResult(f"{cid}:env", "smoothquant", Level.WARN,
                            f"vLLM logs '{UNKNOWN_ENV.format(name=var)}' at start-up: harmless "
