@@ -1,11 +1,11 @@
 """The one word for where a file (or a hunk, or a whole artifact) stands: :class:`FileState`.
 
-Defined here, below both users: the diff engine (:mod:`ascendpatch.patchfile.diffpatch`)
+Defined here, below both users: the patch matcher (:mod:`ascendpatch.patchfile.diffpatch`)
 decides it per hunk and per file from content, every kind (:mod:`ascendpatch.kinds`) reports
 it per file, and the planner folds an artifact's files into one with :meth:`FileState.combine`.
 A hunk is never ``partial``; a file or an artifact can be.
 
-:class:`Content` lives here for the same reason: the diff engine says what a file holds before
+:class:`Content` lives here for the same reason: the patch matcher says what a file holds before
 and after a patch, the kinds say it for every file, and the engine and the store hash it. It
 carries its sha256, computed on first use and kept: one apply used to hash the same bytes
 about ten times (the kind, the ledger record, the re-check each hashed them again).

@@ -1,9 +1,11 @@
-"""The patch engine against ``git apply``, on the real release-diff corpus, in the same run.
+"""The patch matcher (patchfile/diffpatch) against ``git apply``, on the real release-diff
+corpus, in the same run.
 
     python bench/engine.py [--full] [--per-pair N] [--repeat N] [--json FILE]
 
-1. Engine alone: every sampled application (own release, re-apply, neighbours; four diff
-   forms; see tests/kit/engine_corpus.py) through the engine API (parse, analyze, apply), against
+1. Matcher alone: every sampled application (own release, re-apply, neighbours; four diff
+   forms; see tests/kit/diffpatch_corpus.py) through the matcher API (parse, analyze, apply),
+   against
    ``git apply`` of the same patches on the same files, one git process per patch as git is
    used. Goal: ratio <= 3.
 2. Batch: one ``ascendpatch apply`` process applying a whole catalog (one diff artifact per
@@ -33,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from ascendpatch.filestate import FileState  # noqa: E402
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward, parse_patch  # noqa: E402
-from tests.kit import engine_corpus  # noqa: E402
+from tests.kit import diffpatch_corpus  # noqa: E402
 
 GOAL_ENGINE = 3.0
 GOAL_BATCH = 1.0
@@ -55,10 +57,10 @@ def engine_pass(jobs: list[tuple[bytes, bytes | None]]) -> float:
     return time.perf_counter() - start
 
 
-def git_pass(jobs: list[tuple[engine_corpus.CorpusPatch, bytes | None]], scratch: Path) -> float:
+def git_pass(jobs: list[tuple[diffpatch_corpus.CorpusPatch, bytes | None]], scratch: Path) -> float:
     """Only the git processes are timed; placing the input file is not."""
     total = 0.0
-    env = {**os.environ, **engine_corpus.GIT_ENV, "GIT_CEILING_DIRECTORIES": str(scratch.parent)}
+    env = {**os.environ, **diffpatch_corpus.GIT_ENV, "GIT_CEILING_DIRECTORIES": str(scratch.parent)}
     source = scratch.parent / "one.patch"
     for patch, current in jobs:
         target = scratch / patch.path
@@ -76,7 +78,7 @@ def git_pass(jobs: list[tuple[engine_corpus.CorpusPatch, bytes | None]], scratch
     return total
 
 
-def catalog(work: Path, corpus: engine_corpus.Corpus) -> tuple[list[str], Path, Path]:
+def catalog(work: Path, corpus: diffpatch_corpus.Corpus) -> tuple[list[str], Path, Path]:
     """A site with the real old release's files (and RECORD) and one diff artifact per file."""
     import yaml
 
@@ -127,8 +129,8 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ascendpatch-bench-engine-"))
     try:
-        corpus = engine_corpus.build(work / "build")
-        chosen = engine_corpus.sample(corpus.patches, None if args.full else args.per_pair)
+        corpus = diffpatch_corpus.build(work / "build")
+        chosen = diffpatch_corpus.sample(corpus.patches, None if args.full else args.per_pair)
         pairs = [(p, corpus.releases[t].get(p.path)) for p in chosen
                  for t, _ in corpus.targets(p)]
         jobs = [(p.text, current) for p, current in pairs]

@@ -1,4 +1,5 @@
-"""The content-based patch engine: every state, decided from the file alone."""
+"""The content-based patch matcher (patchfile/diffpatch): every state, decided from the file
+alone."""
 
 from __future__ import annotations
 

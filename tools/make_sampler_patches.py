@@ -8,9 +8,8 @@ from the sdist (taken from the index's JSON API into the test cache's ``sdists``
 releases by file content, applies the template of ``tools/sampler-topk-topp-fallback/``, writes
 one patch per distinct content under ``patches/vllm-ascend/sampler-topk-topp-fallback/``,
 updates the ``after`` sha256 of the matching variant in ``manifests/*.yaml`` and prints the
-variants. Every
-patch is written by ascendpatch.patchfile.diffwrite, which checks it with the engine: applied to the
-upstream file it gives the guarded file byte for byte.
+variants. Every patch is written by ascendpatch.patchfile.diffwrite, which checks it with
+the patch matcher: applied to the upstream file it gives the guarded file byte for byte.
 
 The fix (vllm-project/vllm-ascend#11999; issue 16): every call of
 the fused NPU operator goes through a guard that runs the operator while it works and, once it
@@ -111,7 +110,7 @@ def guarded(original: str) -> str:
 
 def make_patch(original: str, patched: str, family: Family) -> str:
     """The header and diffwrite's diff, which adds no-newline markers and is checked by
-    applying it with the engine: the patch reproduces the guarded file byte for byte."""
+    applying it with the patch matcher: the patch reproduces the guarded file byte for byte."""
     after = hashlib.sha256(patched.encode()).hexdigest()
     header = (
         "ascendpatch: sampler top_k/top_p fallback for vllm-ascend "

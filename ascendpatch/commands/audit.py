@@ -53,11 +53,11 @@ def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
             if rec.sha256_after:
                 out[rel] = (rec.sha256_after, f"patched by ascendpatch ({aid})")
     for artifact in ctx.manifest.artifacts:
-        kctx = site_for(artifact, ctx.target, ctx.env, required=False)
-        if not isinstance(kctx, ArtifactSite) or kctx.dist is None:
+        site = site_for(artifact, ctx.target, ctx.env, required=False)
+        if not isinstance(site, ArtifactSite) or site.dist is None:
             continue
-        for rel, hashes in kctx.variant.sha256.items():
-            path = Path(os.path.normpath(kctx.dist.location / rel))
+        for rel, hashes in site.variant.sha256.items():
+            path = Path(os.path.normpath(site.dist.location / rel))
             key = path.relative_to(ctx.target.root).as_posix()
             for after in hashes.after[:1]:
                 out.setdefault(key, (after, f"as manifest {ctx.manifest.name} expects "

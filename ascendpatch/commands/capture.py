@@ -66,10 +66,10 @@ def _base(ctx: Context, dist: Distribution, rel: str, pristine: bytes, ledger: L
         artifact = ctx.manifest.artifact(artifact_id)
         if record is None or artifact is None or artifact.kind != "diff":
             continue
-        kctx = site_for(artifact, ctx.target, ctx.env, required=False)
-        if not isinstance(kctx, ArtifactSite) or kctx.source is None:
+        site = site_for(artifact, ctx.target, ctx.env, required=False)
+        if not isinstance(site, ArtifactSite) or site.source is None:
             continue
-        for patch in load_patch(kctx.source):
+        for patch in load_patch(site.source):
             if patch.path == rel:
                 patched = apply_forward(analyze(patch, base))
                 if patched is not None and sha256_bytes(patched) == record.sha256_after:

@@ -43,8 +43,8 @@ def _optional(ctx: Context, ledger: Ledger, store: LedgerStore) -> list[Artifact
     """Optional artifacts not enabled (smoothquant, ...): listed, and shown applied if they are."""
     off = [a for a in ctx.manifest.artifacts if not a.enabled and a.id not in ctx.enabled_extra]
     shown = []
-    for artifact, kctx in prepare(off, ctx.target, ctx.env, required=False):
-        found = status_of(evaluate(artifact, kctx), ledger, store)
+    for artifact, site in prepare(off, ctx.target, ctx.env, required=False):
+        found = status_of(evaluate(artifact, site), ledger, store)
         if found.status is not Status.ALREADY_APPLIED:
             found = replace(found, status=Status.SKIPPED, level=Level.SKIP,
                             message=Phrase(f"{artifact.title}: optional, not enabled "

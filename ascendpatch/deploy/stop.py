@@ -189,7 +189,7 @@ def is_leftover(proc: procs.Proc, table: dict[int, procs.Proc], server: int | No
 def in_init_session(proc: procs.Proc, table: dict[int, procs.Proc]) -> bool:
     """A child of PID 1 in PID 1's own session or group: in a container whose entry point
     serves (a custom ``python serve.py``, not recognisable as ``vllm serve``), that is the
-    live server's engine, not an orphan. An orphan re-parented to PID 1 keeps the session of
+    live server's EngineCore, not an orphan. An orphan re-parented to PID 1 keeps the session of
     the server that started it (``docker exec`` starts a new one)."""
     init = table.get(1)
     return (proc.ppid == 1 and init is not None and not init.zombie

@@ -20,6 +20,9 @@ Glossary (each word means one thing):
   (:mod:`ascendpatch.filestate`; ``FileState.combine`` folds files into an artifact's state).
 * ``ArtifactPlan`` (:mod:`ascendpatch.planner`): one artifact's findings, or why it is skipped.
 * ``Skip``: why an artifact does not act on a target, with its level and fix.
+* *engine* (:mod:`ascendpatch.engine`): what acts on plans, through the store; the code that
+  reads and places a unified diff is the *patch matcher* (:mod:`ascendpatch.patchfile.diffpatch`),
+  and vLLM's own engine process is *EngineCore*.
 * ``Context`` (:mod:`ascendpatch.commands.context`, variable ``ctx``): what a *command* needs:
   target, manifest, environment, lock settings.
 """

@@ -29,7 +29,7 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Decision:
     """``needed`` None: the content cannot tell (file missing, not Python)."""
 
     needed: bool | None
@@ -79,24 +79,24 @@ def _calls(tree: ast.AST, names: tuple[str, ...]) \
     return sorted(unguarded), sorted(guarded)
 
 
-def evaluate(condition: Condition, content: bytes | None) -> Finding:
+def evaluate(condition: Condition, content: bytes | None) -> Decision:
     """Is the bug present in this content of ``condition.file``?"""
     if content is None:
-        return Finding(None, f"{condition.file} is not in this release")
+        return Decision(None, f"{condition.file} is not in this release")
     if len(content) > MAX_SOURCE_BYTES:
-        return Finding(None, f"{condition.file} is {len(content)} bytes, larger than any "
+        return Decision(None, f"{condition.file} is {len(content)} bytes, larger than any "
                              f"source file ({MAX_SOURCE_BYTES} at most): not parsed")
     try:
         tree = ast.parse(content, filename=condition.file)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         why = str(exc) or type(exc).__name__  # ast.parse's own "too deeply nested" limits
-        return Finding(None, f"{condition.file} cannot be parsed as Python ({why})")
+        return Decision(None, f"{condition.file} cannot be parsed as Python ({why})")
     unguarded, guarded = _calls(tree, condition.calls_unguarded)
     if unguarded:
         where = ", ".join(f"{name} at line {line}" for line, name in unguarded)
-        return Finding(True, f"{condition.file} calls {where} without a guard")
+        return Decision(True, f"{condition.file} calls {where} without a guard")
     if guarded:
-        return Finding(False, f"{condition.file} guards every call to "
+        return Decision(False, f"{condition.file} guards every call to "
                               f"{' / '.join(sorted({n for _l, n in guarded}))}")
-    return Finding(False, f"{condition.file} calls none of "
+    return Decision(False, f"{condition.file} calls none of "
                           f"{', '.join(condition.calls_unguarded)}")

@@ -1,4 +1,4 @@
-"""Write unified diffs that our engine (and GNU patch, git apply) read back exactly.
+"""Write unified diffs that our patch matcher (and GNU patch, git apply) read back exactly.
 
 difflib writes no "\\ No newline at end of file" marker; this adds it, writes /dev/null for
 created and deleted files, and checks every diff by applying it in memory before it is used.
@@ -16,7 +16,7 @@ NO_EOL = "\\ No newline at end of file\n"
 
 
 def _lines(data: bytes | None) -> list[str]:
-    """Split as the engine does (only \\n and \\r\\n end a line: a form feed does not)."""
+    """Split as the patch matcher does (only \\n and \\r\\n end a line: a form feed does not)."""
     if data is None:
         return []
     return split_lines(data)

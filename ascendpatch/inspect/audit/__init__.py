@@ -15,7 +15,7 @@ files; :mod:`.classify` turns digests into findings; :mod:`.run` puts them toget
 
 from __future__ import annotations
 
-from ascendpatch.inspect.audit.report import AuditReport, Finding, Timings
+from ascendpatch.inspect.audit.report import AuditFinding, AuditReport, Timings
 from ascendpatch.inspect.audit.run import audit
 from ascendpatch.inspect.audit.statcache import (
     FolderWalk,
@@ -26,5 +26,15 @@ from ascendpatch.inspect.audit.statcache import (
     stat_and_hash,
 )
 
-__all__ = ["AuditReport", "Finding", "FolderWalk", "StatCache", "Summary", "Timings", "audit",
-           "cache_path", "hash_files", "stat_and_hash"]
+__all__ = [
+    "AuditFinding",
+    "AuditReport",
+    "FolderWalk",
+    "StatCache",
+    "Summary",
+    "Timings",
+    "audit",
+    "cache_path",
+    "hash_files",
+    "stat_and_hash",
+]

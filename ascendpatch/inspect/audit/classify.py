@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ascendpatch.env.target import Row
 from ascendpatch.hashing import record_to_hex, sha256_file
 from ascendpatch.inspect.audit.hashpool import UNREADABLE
-from ascendpatch.inspect.audit.report import Finding, Wanted
+from ascendpatch.inspect.audit.report import AuditFinding, Wanted
 from ascendpatch.inspect.audit.statcache import Outcome, Summary
 
 if TYPE_CHECKING:
@@ -53,19 +53,19 @@ def entries(target: Target, rows: Mapping[Distribution, list[Row]]) -> list[Entr
 
 
 def record_findings(outcome: Outcome, entries: Mapping[str, Entry], wanted: Wanted,
-                    summary: Summary) -> list[Finding]:
+                    summary: Summary) -> list[AuditFinding]:
     """What the hashes say against RECORD: missing, unreadable and differing files (and the
     same, in ``summary``, for the cache of the next repeat audit)."""
     findings = []
     for key in outcome.missing:
         dist = entries[key].dist
         summary.missing.append((key, dist.name, dist.version))
-        findings.append(Finding("missing", key, dist.name, f"{dist.name} {dist.version}"))
+        findings.append(AuditFinding("missing", key, dist.name, f"{dist.name} {dist.version}"))
     for key, digest in outcome.digests.items():
         entry = entries[key]
         if digest.startswith(UNREADABLE):
             summary.unreadable = True
-            findings.append(Finding("unreadable", key, entry.dist.name,
+            findings.append(AuditFinding("unreadable", key, entry.dist.name,
                                     f"{entry.dist.name} {entry.dist.version}: "
                                     f"{digest[len(UNREADABLE):]}"))
         elif digest != entry.record_hash:
@@ -75,25 +75,25 @@ def record_findings(outcome: Outcome, entries: Mapping[str, Entry], wanted: Want
     return findings
 
 
-def compare(entry: Entry, st: os.stat_result, digest: str, expected: Wanted) -> Finding:
+def compare(entry: Entry, st: os.stat_result, digest: str, expected: Wanted) -> AuditFinding:
     size = "S" if entry.size is not None and entry.size != st.st_size else "."
     return changed(f"{size}.5", entry.rel, entry.dist.name, entry.dist.version, digest,
                     expected)
 
 
 def changed(code: str, key: str, name: str, version: str, digest: str,
-             expected: Wanted) -> Finding:
+             expected: Wanted) -> AuditFinding:
     """A file that differs from its RECORD: expected when its sha256 (hex) is what
     ascendpatch's ledger or manifest says it wrote."""
     who = f"{name} {version}"
     wanted = expected.get(key)
     if wanted is not None and wanted[0] == digest:
-        return Finding(code, key, name, f"{who}: {wanted[1]}", expected=True)
-    return Finding(code, key, name, f"{who}: changed")
+        return AuditFinding(code, key, name, f"{who}: {wanted[1]}", expected=True)
+    return AuditFinding(code, key, name, f"{who}: changed")
 
 
-def orphan_finding(rel: str, path: str, package: str, expected: Wanted) -> Finding:
+def orphan_finding(rel: str, path: str, package: str, expected: Wanted) -> AuditFinding:
     wanted = expected.get(rel)
     if wanted is not None and sha256_file(path) == wanted[0]:
-        return Finding("added", rel, package, wanted[1], expected=True)
-    return Finding("orphan", rel, package, f"in {package}'s folder, listed by no RECORD")
+        return AuditFinding("added", rel, package, wanted[1], expected=True)
+    return AuditFinding("orphan", rel, package, f"in {package}'s folder, listed by no RECORD")

@@ -24,8 +24,8 @@ _BATCH_BYTES = 4 << 20  # small files go to the threads in batches of this many 
 _BATCH_FILES = 48  # ... or files
 _OPEN = os.O_RDONLY | os.O_CLOEXEC
 
-Item = tuple[str, str, int]  # key, path, size (at the stat; RECORD's when cold)
-Batch = list[Item]
+HashJob = tuple[str, str, int]  # key, path, size (at the stat; RECORD's when cold)
+HashBatch = list[HashJob]
 Clocks = tuple[float, float, float]  # started (perf_counter), seconds, seconds of thread CPU
 Hashed = tuple[str, str, os.stat_result | None, Clocks | None]
 Done = list[Hashed]  # key, digest (RECORD form) or an error, fstat, clocks (big files)
@@ -33,7 +33,7 @@ UNREADABLE = "unreadable:"  # a digest that is an error: the file cannot be read
 GONE = "missing"  # the file is not there (a path component missing or not a folder)
 
 
-def hash_one(item: Item, buffer: bytearray) -> Hashed:
+def hash_one(item: HashJob, buffer: bytearray) -> Hashed:
     """One file: open, fstat (the stat the cache keeps: taken before the read, as git does),
     read, hash, close. ``buffer`` is the thread's, allocated for its first big file."""
     key, path, _size = item
@@ -70,7 +70,7 @@ def _unreadable(exc: OSError) -> str:
     return UNREADABLE + (exc.strerror or type(exc).__name__)
 
 
-def _drain_small(lane: deque[Batch], buffer: bytearray, done: Done) -> None:
+def _drain_small(lane: deque[HashBatch], buffer: bytearray, done: Done) -> None:
     while True:
         try:
             batch = lane.popleft()  # atomic: threads share the deque without a lock
@@ -79,7 +79,7 @@ def _drain_small(lane: deque[Batch], buffer: bytearray, done: Done) -> None:
         done += [hash_one(item, buffer) for item in batch]
 
 
-def _hash_worker(big: SimpleQueue[Item | None], small: deque[Batch]) -> Done:
+def _hash_worker(big: SimpleQueue[HashJob | None], small: deque[HashBatch]) -> Done:
     """A background thread: the big lane (largest first) until its stop sentinel, then help
     with the small files."""
     buffer = bytearray()
@@ -98,11 +98,11 @@ class Hasher:
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers - 1)  # the calling thread hashes too
-        self.big: SimpleQueue[Item | None] = SimpleQueue()
-        self.small: deque[Batch] = deque()
+        self.big: SimpleQueue[HashJob | None] = SimpleQueue()
+        self.small: deque[HashBatch] = deque()
         self.threads: list[threading.Thread] = []
         self.done: list[Done] = []
-        self.batch: Batch = []
+        self.batch: HashBatch = []
         self.batch_bytes = 0
         self.count = 0
         self.started = 0.0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ascendpatch.env.target import Row
 from ascendpatch.inspect.audit.classify import orphan_finding
-from ascendpatch.inspect.audit.report import Finding, Wanted
+from ascendpatch.inspect.audit.report import AuditFinding, Wanted
 from ascendpatch.inspect.audit.statcache import FolderWalk, StatCache
 from ascendpatch.store import atomic
 
@@ -93,7 +93,7 @@ def cached_unlisted(walk: FolderWalk | None, key: str) -> list[str] | None:
 
 
 def findings(target: Target, dists: list[Distribution], rows: Mapping[Distribution, list[Row]],
-             expected: Wanted, cache: StatCache, key: str) -> list[Finding]:
+             expected: Wanted, cache: StatCache, key: str) -> list[AuditFinding]:
     owners: dict[str, Distribution] = {}
     for dist in dists:
         for folder in _package_dirs(target, dist, rows[dist]):

@@ -11,7 +11,7 @@ ExpectedSource = Expected | Callable[[], Expected]
 
 
 @dataclass(frozen=True)
-class Finding:
+class AuditFinding:
     code: str  # rpm -V style: "S.5" size+digest, "..5" digest, "missing", "orphan"
     path: str  # relative to the target's site-packages
     package: str
@@ -40,7 +40,7 @@ class Timings:
 
 @dataclass
 class AuditReport:
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[AuditFinding] = field(default_factory=list)
     files_checked: int = 0
     files_hashed: int = 0
     timings: Timings = field(default_factory=Timings)

@@ -16,7 +16,13 @@ from ascendpatch.hashing import record_to_hex
 from ascendpatch.inspect.audit import classify
 from ascendpatch.inspect.audit import orphans as walks
 from ascendpatch.inspect.audit.classify import Entry, changed, orphan_finding
-from ascendpatch.inspect.audit.report import AuditReport, ExpectedSource, Finding, Timings, Wanted
+from ascendpatch.inspect.audit.report import (
+    AuditFinding,
+    AuditReport,
+    ExpectedSource,
+    Timings,
+    Wanted,
+)
 from ascendpatch.inspect.audit.statcache import StatCache, Summary, stat_and_hash
 
 if TYPE_CHECKING:
@@ -65,7 +71,7 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
     entries = {e.rel: e for e in classify.entries(target, {d: rows[d] for d in chosen})}
     records_time = clock() - start
     report = AuditReport()
-    orphan_findings: list[Finding] = []
+    orphan_findings: list[AuditFinding] = []
 
     def walk() -> None:
         begin = clock()
@@ -143,7 +149,7 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
                             for path in unlisted]
     report.timings.orphans = clock() - begin
     for key, name, version in summary.missing:
-        report.findings.append(Finding("missing", key, name, f"{name} {version}"))
+        report.findings.append(AuditFinding("missing", key, name, f"{name} {version}"))
     report.findings += [changed(code, key, name, version,
                                  record_to_hex(str(cache.entries[key][4])) or "", expected)
                         for key, code, name, version in summary.differ]

@@ -1,12 +1,12 @@
-"""A corpus of real upstream diffs, and the engine compared with ``git apply`` on it.
+"""A corpus of real upstream diffs, and the matcher compared with ``git apply`` on it.
 
 Every text file that changed between consecutive vllm-ascend releases (real wheels, from
 ``tests/kit/wheels.py``'s cache) becomes one per-file patch in four forms: ``git diff -U0``,
 ``-U1``, ``-U3`` and ``diff -uN``, all written by those tools in a temp dir. Each patch is
 applied to the release it was made from, to the release it leads to (re-apply), and to the
-neighbouring releases (cross-apply), by the engine (in memory) and by ``git apply`` (the
+neighbouring releases (cross-apply), by the matcher (in memory) and by ``git apply`` (the
 reference, ``--unidiff-zero`` for the ``-U0`` form). Used by the integration test and by
-``bench/engine.py``; the product itself never runs git.
+``bench/matcher.py``; the product itself never runs git.
 """
 
 from __future__ import annotations
@@ -115,31 +115,31 @@ def make_patches(work: Path, chain: Sequence[str], releases: dict[str, dict[str,
 
 @dataclass
 class Outcome:
-    """One patch on one release: what the engine did and what git apply did."""
+    """One patch on one release: what the matcher did and what git apply did."""
 
     patch: CorpusPatch
     target: str
     relation: str  # own, reapply, neighbour
-    engine: str  # pristine, applied, partial, conflict, error
+    matcher: str  # pristine, applied, partial, conflict, error
     git_forward: bool
     git_reverse: bool
     same_bytes: bool | None = None  # both applied: identical output
-    reapply_ok: bool | None = None  # the engine's result is "applied" afterwards
-    revert_ok: bool | None = None  # reversing the engine's result gives the input back
+    reapply_ok: bool | None = None  # the matcher's result is "applied" afterwards
+    revert_ok: bool | None = None  # reversing the matcher's result gives the input back
     note: str = ""
 
     @property
     def category(self) -> str:
-        if self.engine == "pristine":
+        if self.matcher == "pristine":
             if not self.git_forward:
-                return "engine applies, git refuses"
+                return "matcher applies, git refuses"
             return "both apply, identical bytes" if self.same_bytes else \
                 "both apply, different bytes"
-        if self.engine == "applied":
-            return "engine: already applied; git -R agrees" if self.git_reverse else \
-                "engine: already applied; git -R refuses"
+        if self.matcher == "applied":
+            return "matcher: already applied; git -R agrees" if self.git_reverse else \
+                "matcher: already applied; git -R refuses"
         if self.git_forward:
-            return f"engine refuses ({self.engine}), git applies"
+            return f"matcher refuses ({self.matcher}), git applies"
         return "both refuse"
 
 

@@ -1,6 +1,6 @@
-"""Minimal cases of the engine defects of issue 12, each as a small fixture.
+"""Minimal cases of the matcher defects of issue 12, each as a small fixture.
 
-The real cases (vllm-ascend release diffs) are in test_engine_differential.py; these are the
+The real cases (vllm-ascend release diffs) are in test_diffpatch_vs_git.py; these are the
 same shapes cut down to a few lines, so that each behaviour is explained by one test.
 """
 
@@ -51,7 +51,7 @@ def test_applied_then_reapplied_is_already_applied_when_context_recurs_in_the_bl
         filler: str) -> None:
     """The inserted block contains the hunk's own context. At offset -10 the pre-image used
     to match again inside the block, nearer than the post-image: every apply added a copy.
-    Whatever the engine decides, apply-then-apply is never two copies."""
+    Whatever the matcher decides, apply-then-apply is never two copies."""
     patch = _one(REGISTER)
     content = (filler + 'register("a")\nend()\n').encode()
     analysis = analyze(patch, content)
