@@ -202,7 +202,7 @@ install_completion() {
         return 0
     fi
     mkdir -p "$(dirname "$completion_file")" || return 1
-    "$py" -m ascendpatch.completion bash > "$completion_file.tmp" && \
+    "$py" -m ascendpatch.shell.completion bash > "$completion_file.tmp" && \
         mv -f "$completion_file.tmp" "$completion_file" || return 1
     echo "[OK] bash completion $completion_file (bash-completion loads it; or add to" \
          "~/.bashrc: source $completion_file)"

@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from ascendpatch.cli import main
+from ascendpatch.shell.cli import main
 
 raise SystemExit(main())

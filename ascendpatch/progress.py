@@ -4,7 +4,7 @@ Core code never prints. It calls :func:`task` around a long step (a download, a 
 hashing of an audit), :func:`command` / :func:`output` for what ``-v`` shows, and :func:`item`
 (or :func:`stream`, over an iterator of final results) when a result is final, so that it can be
 shown at once instead of at the end (the command's result then says ``streamed``). The CLI installs
-a reporter from ``ascendpatch/output.py`` with :func:`reporting`; without one (tests, library
+a reporter from ``ascendpatch/shell/output.py`` with :func:`reporting`; without one (tests, library
 use) every call does nothing.
 """
 

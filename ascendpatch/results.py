@@ -1,10 +1,10 @@
 """Frozen result objects: what commands return and the one renderer turns into text or JSON.
 
 Items carry data, not lines: a level and status, the subject (id, kind or check), what was
-found (message, details, diff) and what to do about it (fix). ascendpatch/output.py alone turns
-them into "[FAIL] ...; fix: ..." lines, rich text or JSON. A message, fix or note that suggests
-a command holds it as a :class:`Hint` inside a :class:`Phrase`, so the renderer can repeat the
-``--python`` / ``--manifest`` this run was given."""
+found (message, details, diff) and what to do about it (fix). ascendpatch/shell/output.py
+alone turns them into "[FAIL] ...; fix: ..." lines, rich text or JSON. A message, fix or note
+that suggests a command holds it as a :class:`Hint` inside a :class:`Phrase`, so the renderer
+can repeat the ``--python`` / ``--manifest`` this run was given."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS
-from ascendpatch.filestate import FileState
+from ascendpatch.pipeline.filestate import FileState
 
 
 class Status(str, enum.Enum):

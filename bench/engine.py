@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ascendpatch.filestate import FileState  # noqa: E402
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward, parse_patch  # noqa: E402
+from ascendpatch.pipeline.filestate import FileState  # noqa: E402
 from tests.kit import diffpatch_corpus  # noqa: E402
 
 GOAL_ENGINE = 3.0

@@ -265,7 +265,7 @@ def test_symlink_out_of_the_tree_is_refused(site: Path, tmp_path: Path) -> None:
 
 def test_unexpected_error_exit_3_with_log(env: dict[str, Path],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import ascendpatch.engine as engine
+    import ascendpatch.pipeline.engine as engine
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("simulated bug")
@@ -325,10 +325,10 @@ def test_execute_yields_a_written_result_only_once_its_transaction_is_committed(
     (here a skip) comes at once; the written one after the commit, re-checked."""
     from ascendpatch.commands import apply as apply_command
     from ascendpatch.commands.context import Context
-    from ascendpatch.engine import execute
     from ascendpatch.env.target import from_site_packages
     from ascendpatch.manifest import loader
-    from ascendpatch.planner import prepare
+    from ascendpatch.pipeline.engine import execute
+    from ascendpatch.pipeline.planner import prepare
     from ascendpatch.results import Status
 
     manifest = write_manifest(env["manifest"].parent / "two.yaml", [

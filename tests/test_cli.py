@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 import ascendpatch.commands
-from ascendpatch import cliargs
+from ascendpatch.shell import cliargs
 from tests.kit import REPO, ctrl_c_as_a_terminal_gives_it, run_process
 
 
@@ -64,19 +64,21 @@ def _modules_after(code: str) -> list[str]:
 ])
 def test_parsing_one_command_imports_only_its_module(argv: list[str],
                                                      imported: list[str]) -> None:
-    code = f"from ascendpatch.cli import build_parser\nbuild_parser(lazy=True).parse_args({argv!r})"
+    code = ("from ascendpatch.shell.cli import build_parser\n"
+            f"build_parser(lazy=True).parse_args({argv!r})")
     assert _modules_after(code) == imported
 
 
 def test_a_command_s_help_imports_only_its_module_and_the_top_help_all() -> None:
-    run = "from ascendpatch.cli import main\ntry:\n    main({!r})\nexcept SystemExit:\n    pass"
+    run = ("from ascendpatch.shell.cli import main\ntry:\n    main({!r})\n"
+           "except SystemExit:\n    pass")
     assert _modules_after(run.format(["apply", "--help"])) == ["ascendpatch.commands.apply"]
     every = {f"ascendpatch.commands.{c.module}" for c in cliargs.COMMANDS}
     assert every <= set(_modules_after(run.format(["--help"])))
 
 
 def test_the_top_help_lists_every_command_in_order_whichever_was_loaded_first() -> None:
-    from ascendpatch.cli import build_parser
+    from ascendpatch.shell.cli import build_parser
 
     eager = build_parser().format_help()
     lazy = build_parser(lazy=True)
@@ -90,13 +92,13 @@ def test_version_imports_no_command_module_and_nothing_heavy() -> None:
     """What `ascendpatch --version` pays for (python -S: no site, so nothing but our imports;
     the bench goal is <= 0.33 x `pip --version`): no command module, no rich, and neither
     dataclasses (which pulls in inspect, ast, dis) nor pathlib."""
-    code = ("import sys\nfrom ascendpatch.cli import main\n"
+    code = ("import sys\nfrom ascendpatch.shell.cli import main\n"
             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
             "print(' '.join(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                           timeout=60, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     modules = done.stdout.split("\n")[-2].split()
-    assert "ascendpatch.cliargs" in modules
+    assert "ascendpatch.shell.cliargs" in modules
     assert not [m for m in modules if m.startswith(("rich", "ascendpatch.commands"))], modules
     assert not {"dataclasses", "inspect", "pathlib"} & set(modules), modules
 
@@ -167,7 +169,7 @@ def test_ctrl_c_without_json_is_a_fail_line(silent_server: socket.socket) -> Non
 
 
 def _render_raises(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
-    from ascendpatch import output
+    from ascendpatch.shell import output
 
     def broken(*args: object, **kwargs: object) -> None:
         raise error

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.cli import build_parser
+from ascendpatch.shell.cli import build_parser
 from tests.kit import REPO, build_wheel, make_dist, run_cli, write_manifest
 
 
@@ -169,7 +169,7 @@ def test_install_sh_uninstall_leaves_a_foreign_launcher_alone(tmp_path: Path) ->
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 def test_completion_comes_from_the_parser(shell: str) -> None:
     pytest.importorskip("shtab")
-    from ascendpatch.completion import script
+    from ascendpatch.shell.completion import script
 
     text = script(shell)
     for word in ("catalog-check", "--vllm-ascend", "--grace-timeout", "--with"):

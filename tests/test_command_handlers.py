@@ -19,7 +19,7 @@ from typing import Any, cast
 import pytest
 
 import ascendpatch.commands
-from ascendpatch import cli
+from ascendpatch.shell import cli
 
 MODULES = sorted(info.name for info in pkgutil.iter_modules(ascendpatch.commands.__path__))
 

@@ -1,4 +1,4 @@
-"""python -m ascendpatch.completion SHELL: the script from the parser, or one clear error."""
+"""python -m ascendpatch.shell.completion SHELL: the script from the parser, or one clear error."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ascendpatch import completion
+from ascendpatch.shell import completion
 
 
 def test_a_shell_gets_the_script_from_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
@@ -22,7 +22,7 @@ def test_anything_but_one_known_shell_is_a_usage_error(
     assert completion.main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == "usage: python -m ascendpatch.completion {bash,zsh,tcsh}\n"
+    assert captured.err == "usage: python -m ascendpatch.shell.completion {bash,zsh,tcsh}\n"
 
 
 def test_without_shtab_it_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch,

@@ -184,7 +184,7 @@ def test_sigint_rolls_back_and_exits_130(template: dict[str, Path], tmp_path: Pa
         "    n['i'] += 1\n"
         "    if n['i'] == 6: os.kill(os.getpid(), signal.SIGINT)\n"
         "crash.point = point\n"
-        "from ascendpatch.cli import main\n"
+        "from ascendpatch.shell.cli import main\n"
         f"sys.exit(main(['--site-packages', {str(site)!r}, '--manifest', "
         f"{str(template['manifest'])!r}, 'apply']))\n"
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from ascendpatch.errors import PatchFormatError, UnsafePathError
-from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import (
     FilePatch,
     analyze,
@@ -14,6 +13,7 @@ from ascendpatch.patchfile.diffpatch import (
     apply_reverse,
     parse_patch,
 )
+from ascendpatch.pipeline.filestate import FileState
 
 ORIGINAL = "".join(f"line {i}\n" for i in range(1, 31))
 

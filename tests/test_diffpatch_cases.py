@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import (
     FilePatch,
     analyze,
@@ -18,6 +17,7 @@ from ascendpatch.patchfile.diffpatch import (
     apply_reverse,
     parse_patch,
 )
+from ascendpatch.pipeline.filestate import FileState
 from tests.kit import Run, make_dist, run_cli, tree_digest, write_manifest
 
 

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import (
     FilePatch,
     analyze,
     apply_forward,
     parse_patch,
 )
+from ascendpatch.pipeline.filestate import FileState
 from tests.kit import diffpatch_corpus
 
 pytestmark = pytest.mark.integration

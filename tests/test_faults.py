@@ -197,7 +197,7 @@ def point():
     if n["i"] == at:
         os.kill(os.getpid(), signal.SIGINT)
 crash.point = point
-from ascendpatch.cli import main
+from ascendpatch.shell.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ascendpatch.filestate import FileState
 from ascendpatch.kinds import base
 from ascendpatch.patchfile import diffpatch
+from ascendpatch.pipeline.filestate import FileState
 
 P, A, X, C = FileState.PRISTINE, FileState.APPLIED, FileState.PARTIAL, FileState.CONFLICT
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ascendpatch import cliargs
 from ascendpatch.catalog import data_root
+from ascendpatch.shell import cliargs
 from tests.kit import DEMO_MOD, DEMO_OTHER, DEMO_PATCH, make_dist, run_cli, wheels, write_manifest
 
 jsonschema = pytest.importorskip("jsonschema")

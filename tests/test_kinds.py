@@ -13,7 +13,6 @@ from typing import Any, cast
 import pytest
 from packaging.version import Version
 
-from ascendpatch import planner
 from ascendpatch.commands.context import store_roots
 from ascendpatch.env import inscript
 from ascendpatch.env.target import Distribution, Target
@@ -24,6 +23,7 @@ from ascendpatch.kinds.hffile import hub_cache
 from ascendpatch.kinds.plugin import register_module
 from ascendpatch.manifest import loader
 from ascendpatch.manifest.model import Artifact, Variant
+from ascendpatch.pipeline import planner
 from ascendpatch.results import Level
 from tests.kit import REPO, run_cli, tree_digest, write_manifest
 

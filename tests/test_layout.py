@@ -19,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ascendpatch"
-SHELL = {"ascendpatch.cli", "ascendpatch.cliargs", "ascendpatch.output", "ascendpatch.completion",
+SHELL = {"ascendpatch.shell", "ascendpatch.shell.cli", "ascendpatch.shell.cliargs",
+         "ascendpatch.shell.output", "ascendpatch.shell.completion", "ascendpatch.shell.crashlog",
          "ascendpatch.__main__"}
 
 
@@ -45,8 +46,8 @@ def _modules() -> dict[str, set[str]]:
 
 
 def _is_shell(name: str) -> bool:
-    return name in SHELL or name == "ascendpatch.commands" or \
-        name.startswith("ascendpatch.commands.")
+    return name in SHELL or name.startswith(("ascendpatch.shell.", "ascendpatch.commands.")) \
+        or name == "ascendpatch.commands"
 
 
 def test_core_never_imports_the_shell() -> None:
@@ -71,7 +72,7 @@ def test_a_command_never_imports_another_command() -> None:
 def test_only_the_renderer_imports_rich() -> None:
     users = sorted(name for name, imports in _modules().items()
                    if any(n == "rich" or n.startswith("rich.") for n in imports))
-    assert users == ["ascendpatch.output"]
+    assert users == ["ascendpatch.shell.output"]
 
 
 def _offenders(modules: set[str], forbidden: tuple[str, ...]) -> dict[str, list[str]]:
@@ -83,14 +84,15 @@ def _offenders(modules: set[str], forbidden: tuple[str, ...]) -> dict[str, list[
 
 def test_the_patch_layer_never_imports_manifests_or_kinds() -> None:
     patch_layer = {name for name in _modules() if name.startswith("ascendpatch.patchfile")}
-    above = ("ascendpatch.manifest", "ascendpatch.kinds", "ascendpatch.planner",
-             "ascendpatch.engine")
+    above = ("ascendpatch.manifest", "ascendpatch.kinds", "ascendpatch.pipeline.planner",
+             "ascendpatch.pipeline.engine")
     assert patch_layer and _offenders(patch_layer, above) == {}
 
 
 CONCRETE_KINDS = {f"ascendpatch.kinds.{p.stem}" for p in (PACKAGE / "kinds").glob("*.py")
                   if p.stem not in {"__init__", "base"}}
-GENERIC = {"ascendpatch.planner", "ascendpatch.engine", "ascendpatch.commands.verify"} | {
+GENERIC = {"ascendpatch.pipeline.planner", "ascendpatch.pipeline.engine",
+           "ascendpatch.commands.verify"} | {
     f"ascendpatch.inspect.checks.{p.stem}" for p in (PACKAGE / "inspect/checks").glob("*.py")}
 
 

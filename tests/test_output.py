@@ -1,4 +1,5 @@
-"""The renderer: the words, prefixes and styles of every line come from ascendpatch/output.py."""
+"""The renderer: the words, prefixes and styles of every line come from
+ascendpatch/shell/output.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch import output
 from ascendpatch.results import (
     ArtifactResult,
     Cell,
@@ -24,8 +24,9 @@ from ascendpatch.results import (
     Table,
     Tone,
 )
+from ascendpatch.shell import output
 
-PACKAGE = Path(output.__file__).parent
+PACKAGE = Path(output.__file__).parents[1]
 
 DIFF = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
 
@@ -162,15 +163,15 @@ def test_a_hint_repeats_the_target_options_only_for_a_command_that_acts_on_a_tar
 
 
 def test_every_command_in_the_reach_table_exists() -> None:
-    from ascendpatch.cliargs import COMMANDS
     from ascendpatch.commands.context import REACH
+    from ascendpatch.shell.cliargs import COMMANDS
 
     assert set(REACH) <= {command.name for command in COMMANDS}
 
 
 def test_no_fix_or_message_spells_a_command_as_plain_text() -> None:
     """A suggested command is a Hint, so that the renderer repeats --python / --manifest."""
-    from ascendpatch.cliargs import COMMANDS
+    from ascendpatch.shell.cliargs import COMMANDS
 
     names = "|".join(re.escape(command.name) for command in COMMANDS)
     pattern = re.compile(rf"(?<![\w/.-])ascendpatch ({names})\b")
@@ -214,7 +215,7 @@ def test_a_command_a_log_rule_names_repeats_the_options_given() -> None:
 
 
 def test_every_hint_names_a_command_that_exists() -> None:
-    from ascendpatch.cliargs import COMMANDS
+    from ascendpatch.shell.cliargs import COMMANDS
 
     names = {command.name for command in COMMANDS}
     found = []

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch import output, progress
+from ascendpatch import progress
 from ascendpatch.commands import apply as apply_command
 from ascendpatch.commands.context import Context
 from ascendpatch.env import pipadapter
 from ascendpatch.env.target import from_site_packages
 from ascendpatch.manifest import loader
+from ascendpatch.shell import output
 from tests.kit import make_dist, run_cli, write_manifest
 from tests.kit.fakes import PIP_VERSION_OUTPUT, FakePip
 

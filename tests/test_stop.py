@@ -327,7 +327,7 @@ def refusing_fd(fd, sig, *rest):
         raise PermissionError(1, "Operation not permitted")
     real_send(fd, sig, *rest)
 signal.pidfd_send_signal = refusing_fd  # the same answer through the process's pidfd
-from ascendpatch.cli import main
+from ascendpatch.shell.cli import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     code = main(["stop", "--pid", str(victim.pid), "--grace", "0.2"])

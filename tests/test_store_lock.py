@@ -38,7 +38,7 @@ def point():
         while not go.exists():
             time.sleep(0.02)
 crash.point = point
-from ascendpatch.cli import main
+from ascendpatch.shell.cli import main
 sys.exit(main(sys.argv[3:]))
 """
 

@@ -188,7 +188,7 @@ def test_write_atomic_leaves_no_temp_file_when_it_fails(tmp_path: Path) -> None:
 
 def test_crash_log_goes_to_a_private_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) \
         -> None:
-    from ascendpatch import crashlog
+    from ascendpatch.shell import crashlog
 
     monkeypatch.delenv("ASCENDPATCH_LOG_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

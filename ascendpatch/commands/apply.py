@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from argparse import ArgumentParser, Namespace
 
-from ascendpatch import cliargs, progress
+from ascendpatch import progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.engine import execute
-from ascendpatch.planner import prepare, select
+from ascendpatch.pipeline.engine import execute
+from ascendpatch.pipeline.planner import prepare, select
 from ascendpatch.results import CommandResult, pending_exit_code
+from ascendpatch.shell import cliargs
 
 
 def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = False,

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascendpatch import cliargs
 from ascendpatch.commands.context import Context
 from ascendpatch.results import CheckResult, CommandResult, Level, Table
+from ascendpatch.shell import cliargs
 
 if TYPE_CHECKING:
     from ascendpatch.env.target import Target
@@ -44,7 +44,7 @@ class AuditCounts:
 def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
     """Files ascendpatch changed on purpose: from its ledger, then the manifest's hashes."""
     from ascendpatch.kinds.base import ArtifactSite
-    from ascendpatch.planner import site_for
+    from ascendpatch.pipeline.planner import site_for
 
     store = ctx.store
     out: dict[str, tuple[str, str]] = {}
@@ -140,7 +140,7 @@ def from_args(args: Namespace) -> CommandResult:
                        env=dict(os.environ), lock_timeout=args.lock_timeout)
 
     def on_wait(message: str) -> None:
-        from ascendpatch import output
+        from ascendpatch.shell import output
 
         output.progress(message, color=args.color)
 

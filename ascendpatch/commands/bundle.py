@@ -23,12 +23,13 @@ import zipfile
 from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import catalog, cliargs
+from ascendpatch import catalog
 from ascendpatch.env import pipadapter
 from ascendpatch.env.pipadapter import PipError
 from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.hashing import record_text, record_to_hex, sha256_bytes
 from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
+from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
 
 TOOLS = ("pip-tools", "pip", "setuptools", "wheel")

@@ -14,7 +14,6 @@ import os
 from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
 from ascendpatch.env import releases
@@ -28,8 +27,9 @@ from ascendpatch.kinds.diff import load_patch
 from ascendpatch.manifest import edit
 from ascendpatch.patchfile import diffwrite
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward
-from ascendpatch.planner import site_for
+from ascendpatch.pipeline.planner import site_for
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
 from ascendpatch.store.ledger import Ledger, LedgerStore
 

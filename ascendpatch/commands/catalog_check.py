@@ -10,7 +10,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from ascendpatch import cliargs, progress
+from ascendpatch import progress
 from ascendpatch.commands import context
 from ascendpatch.env import releases
 from ascendpatch.env.pipadapter import Source
@@ -21,6 +21,7 @@ from ascendpatch.manifest.model import Artifact, Manifest, version_in
 from ascendpatch.patchfile import porting
 from ascendpatch.patchfile.porting import Verdict
 from ascendpatch.results import Cell, CheckResult, CommandResult, Level, Table, Tone
+from ascendpatch.shell import cliargs
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import yaml
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.deploy import launch
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 
 
 def run(argv: Sequence[str], model_dir: Path | None, config: Path | None,

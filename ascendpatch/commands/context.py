@@ -133,8 +133,8 @@ def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
 
 def from_args(args: Namespace) -> Context:
     """The manifest (--manifest) and the target (--python / --site-packages / discovery)."""
-    from ascendpatch import output
     from ascendpatch.manifest import loader
+    from ascendpatch.shell import output
 
     manifest = loader.load(args.manifest)
     check_with(manifest, tuple(getattr(args, "with_ids", ())))

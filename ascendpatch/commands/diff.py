@@ -5,9 +5,9 @@ from __future__ import annotations
 from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import cliargs
 from ascendpatch.inspect import snapshot
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 
 
 def diff(first: Path, second: Path) -> CommandResult:

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ascendpatch import cliargs
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
 from ascendpatch.inspect import fleet
 from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot, HostStatus
 from ascendpatch.results import Cell, CheckResult, CommandResult, Hint, Level, Phrase, Table, Tone
+from ascendpatch.shell import cliargs
 
 
 def expand(paths: Sequence[Path]) -> list[Path]:

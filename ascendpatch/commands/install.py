@@ -21,7 +21,6 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.env import pipadapter, pipdiff, pipinstall, stackcheck
@@ -30,6 +29,7 @@ from ascendpatch.env.target import Target
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.checks.pins import pin_check
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 
 
 def _parse(reqs: Sequence[str]) -> list[Requirement]:

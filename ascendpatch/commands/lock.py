@@ -16,13 +16,13 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.env import pipadapter, pipdiff, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, PipError, Source
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
+from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
 
 DEFAULT_UNSAFE = ("pip", "setuptools", "distribute")

@@ -13,7 +13,6 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.deploy.logs import (
     MAX_GROUPS,
@@ -36,6 +35,7 @@ from ascendpatch.kinds.plugin import plugin_module, plugin_targets
 from ascendpatch.manifest import loader
 from ascendpatch.manifest.model import Artifact, Manifest
 from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
+from ascendpatch.shell import cliargs
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def _lines(name: str, result: Triage, rules: list[Rule], required: set[str],
 
 
 def _active(manifest: Manifest, enabled_extra: tuple[str, ...]) -> list[Artifact]:
-    from ascendpatch.planner import select
+    from ascendpatch.pipeline.planner import select
 
     select(manifest, [], enabled_extra)  # refuses an unknown --with id (exit 2)
     return [a for a in manifest.artifacts if a.enabled or a.id in enabled_extra]

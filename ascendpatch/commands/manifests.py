@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from ascendpatch import cliargs
 from ascendpatch.errors import ManifestError
 from ascendpatch.manifest import loader
 from ascendpatch.manifest.model import Manifest
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 
 
 def run() -> CommandResult:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from argparse import ArgumentParser, Namespace
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
-from ascendpatch.engine import execute
-from ascendpatch.planner import prepare, select
+from ascendpatch.pipeline.engine import execute
+from ascendpatch.pipeline.planner import prepare, select
 from ascendpatch.results import CommandResult, pending_exit_code
+from ascendpatch.shell import cliargs
 
 
 def run(ctx: Context, ids: list[str], *, force: bool = False) -> CommandResult:

@@ -7,7 +7,6 @@ from argparse import ArgumentParser, Namespace
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.env.pipadapter import Source
 from ascendpatch.errors import InvalidInputError
@@ -21,6 +20,7 @@ from ascendpatch.patchfile import diffwrite, porting
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward
 from ascendpatch.patchfile.porting import Verdict
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
 
 

@@ -19,13 +19,14 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import catalog, cliargs
+from ascendpatch import catalog
 from ascendpatch.commands import context
 from ascendpatch.env import pipadapter, standins
 from ascendpatch.env.pipadapter import ONLINE, PipError, Source
 from ascendpatch.env.target import from_python
 from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 
 DEFAULT_VERSION = "0.18.0"  # an affected final release: the catalog's fix applies
 

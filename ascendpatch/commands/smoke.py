@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from argparse import ArgumentParser, Namespace
 
-from ascendpatch import cliargs
 from ascendpatch.deploy import smoke
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 
 
 def _line(cid: str, step: smoke.Step) -> CheckResult:

@@ -6,14 +6,14 @@ import json
 from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
-from ascendpatch.engine import status_of
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect import snapshot
-from ascendpatch.planner import evaluate, prepare
+from ascendpatch.pipeline.engine import status_of
+from ascendpatch.pipeline.planner import evaluate, prepare
 from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from argparse import Namespace
 from dataclasses import replace
 
-from ascendpatch import cliargs
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, reading
-from ascendpatch.engine import status_of
-from ascendpatch.planner import evaluate, prepare, select
+from ascendpatch.pipeline.engine import status_of
+from ascendpatch.pipeline.planner import evaluate, prepare, select
 from ascendpatch.results import (
     PENDING,
     ArtifactResult,
@@ -20,6 +19,7 @@ from ascendpatch.results import (
     Status,
     pending_exit_code,
 )
+from ascendpatch.shell import cliargs
 from ascendpatch.store.ledger import Ledger, LedgerStore
 
 

@@ -8,12 +8,12 @@ import re
 from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import cliargs
 from ascendpatch.deploy import procs
 from ascendpatch.deploy.stop import PID_MAX_LIMIT, StopReport, stop
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
+from ascendpatch.shell import cliargs
 
 PIDFILE_MAX = 64  # "4194303\n" with room for whitespace; anything longer is no pid file
 _ASCII_PID = re.compile(r"[0-9]+", re.ASCII)

@@ -7,17 +7,18 @@ from __future__ import annotations
 from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
-from ascendpatch import cliargs, progress
+from ascendpatch import progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
-from ascendpatch.engine import status_of
 from ascendpatch.env import standins
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.checks import probes
 from ascendpatch.inspect.checks.base import ArtifactFacts, CheckContext, ProbeOutcome
 from ascendpatch.inspect.checks.registry import CHECKS
-from ascendpatch.planner import evaluate, prepare, select
+from ascendpatch.pipeline.engine import status_of
+from ascendpatch.pipeline.planner import evaluate, prepare, select
 from ascendpatch.results import ArtifactResult, CommandResult, Level, Status
+from ascendpatch.shell import cliargs
 
 
 def _artifacts(ctx: Context) -> ArtifactFacts:

@@ -14,15 +14,17 @@ Glossary (each word means one thing):
   root folder, source file and environment.
 * ``FileFinding``: what a kind found about one file: its ``FileState``, current, desired and
   original content.
-* ``Content`` (:mod:`ascendpatch.filestate`, imported here for the kinds): what a file holds or
-  should hold, possibly unknown, with its sha256 computed once.
+* ``Content`` (:mod:`ascendpatch.pipeline.filestate`, imported here for the kinds): what a
+  file holds or should hold, possibly unknown, with its sha256 computed once.
 * ``FileState``: pristine / applied / partial / conflict, for a hunk, a file or an artifact
-  (:mod:`ascendpatch.filestate`; ``FileState.combine`` folds files into an artifact's state).
-* ``ArtifactPlan`` (:mod:`ascendpatch.planner`): one artifact's findings, or why it is skipped.
+  (:mod:`ascendpatch.pipeline.filestate`; ``FileState.combine`` folds files into an
+  artifact's state).
+* ``ArtifactPlan`` (:mod:`ascendpatch.pipeline.planner`): one artifact's findings, or why it is
+  skipped.
 * ``Skip``: why an artifact does not act on a target, with its level and fix.
-* *engine* (:mod:`ascendpatch.engine`): what acts on plans, through the store; the code that
-  reads and places a unified diff is the *patch matcher* (:mod:`ascendpatch.patchfile.diffpatch`),
-  and vLLM's own engine process is *EngineCore*.
+* *engine* (:mod:`ascendpatch.pipeline.engine`): what acts on plans, through the store; the
+  code that reads and places a unified diff is the *patch matcher*
+  (:mod:`ascendpatch.patchfile.diffpatch`), and vLLM's own engine process is *EngineCore*.
 * ``Context`` (:mod:`ascendpatch.commands.context`, variable ``ctx``): what a *command* needs:
   target, manifest, environment, lock settings.
 """
@@ -37,13 +39,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from ascendpatch.env.target import Distribution
 from ascendpatch.errors import AscendpatchError, InvalidInputError, RefusedError, UnsafePathError
-from ascendpatch.filestate import UNKNOWN as UNKNOWN
-from ascendpatch.filestate import Content as Content
-from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_optional
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
 from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.pipeline.filestate import UNKNOWN as UNKNOWN
+from ascendpatch.pipeline.filestate import Content as Content
+from ascendpatch.pipeline.filestate import FileState
 from ascendpatch.results import Level
 from ascendpatch.store.ledger import STATE_DIR
 from ascendpatch.store.root import Root

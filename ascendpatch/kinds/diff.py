@@ -14,7 +14,6 @@ from pathlib import Path
 
 from ascendpatch.env.target import Distribution
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.filestate import FileState
 from ascendpatch.kinds.base import (
     ArtifactSite,
     BaseKind,
@@ -33,6 +32,7 @@ from ascendpatch.patchfile.diffpatch import (
     parse_patch,
 )
 from ascendpatch.patchfile.porting import Verdict
+from ascendpatch.pipeline.filestate import FileState
 from ascendpatch.results import Hint, Level, Phrase
 from ascendpatch.store.root import Root
 

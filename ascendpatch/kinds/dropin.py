@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ascendpatch.filestate import FileState
 from ascendpatch.inspect.checks.base import Check
 from ascendpatch.inspect.checks.smoothquant import Halves, SmoothQuantCheck
 from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, Content, FileFinding, SingleFileKind
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact
+from ascendpatch.pipeline.filestate import FileState
 
 
 class DropinKind(SingleFileKind):

@@ -31,10 +31,10 @@ from dotenv.parser import Error as ParseError
 
 from ascendpatch import redact
 from ascendpatch.errors import InvalidInputError, RefusedError
-from ascendpatch.filestate import FileState
 from ascendpatch.kinds.base import UNKNOWN, ArtifactSite, BaseKind, Content, FileFinding
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, resolve_path
+from ascendpatch.pipeline.filestate import FileState
 
 _KEY = r"[A-Za-z_][A-Za-z0-9_]*"
 _PLAIN = re.compile(r"[A-Za-z0-9_./:,@%+=-]*")  # needs no quotes in any reader

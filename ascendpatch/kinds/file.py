@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ascendpatch.filestate import FileState
 from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, SingleFileKind
+from ascendpatch.pipeline.filestate import FileState
 
 
 class FileKind(SingleFileKind):

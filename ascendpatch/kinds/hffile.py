@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_bytes
 from ascendpatch.kinds.base import ArtifactSite, BaseKind, Content, FileFinding, read_target_file
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact
+from ascendpatch.pipeline.filestate import FileState
 
 _REPO = r"[\w.-]+/[\w.-]+"
 _NAME = r"[\w.-]+"

@@ -23,13 +23,13 @@ from typing import Any
 
 from ascendpatch.env import inscript
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.filestate import FileState
 from ascendpatch.hashing import record_text
 from ascendpatch.inspect.checks.base import Check
 from ascendpatch.inspect.checks.plugins import Adapter, RegistryCheck
 from ascendpatch.kinds.base import ArtifactSite, BaseKind, Content, FileFinding, read_source
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact
+from ascendpatch.pipeline.filestate import FileState
 
 PLUGIN_GROUP = "vllm.general_plugins"
 _MODULE = r"[A-Za-z_][A-Za-z0-9_]*"

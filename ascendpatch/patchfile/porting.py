@@ -9,8 +9,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import FilePatch, analyze
+from ascendpatch.pipeline.filestate import FileState
 
 
 class Verdict(str, enum.Enum):

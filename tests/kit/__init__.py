@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ascendpatch.cli import main
 from ascendpatch.env.standins import write_distribution
 from ascendpatch.hashing import record_text
+from ascendpatch.shell.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 

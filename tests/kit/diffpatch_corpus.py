@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ascendpatch.filestate import FileState
 from ascendpatch.patchfile.diffpatch import (
     FilePatch,
     analyze,
@@ -29,6 +28,7 @@ from ascendpatch.patchfile.diffpatch import (
     apply_reverse,
     parse_patch,
 )
+from ascendpatch.pipeline.filestate import FileState
 from tests.kit.wheels import wheel
 
 CHAINS = (("0.15.0rc1", "0.16.0rc1", "0.17.0rc1"), ("0.18.0rc1", "0.18.0", "0.19.1rc1"))

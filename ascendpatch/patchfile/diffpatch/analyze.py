@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ascendpatch.filestate import UNKNOWN, Content, FileState
 from ascendpatch.patchfile.diffpatch.parse import FilePatch, Hunk
 from ascendpatch.patchfile.diffpatch.place import (
     Image,
@@ -27,6 +26,7 @@ from ascendpatch.patchfile.diffpatch.place import (
     place,
     round_trip,
 )
+from ascendpatch.pipeline.filestate import UNKNOWN, Content, FileState
 
 
 @dataclass(frozen=True)

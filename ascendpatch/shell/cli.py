@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ascendpatch import __version__, cliargs
+from ascendpatch import __version__
 from ascendpatch.errors import (
     EXIT_INTERRUPTED,
     EXIT_UNEXPECTED,
@@ -22,10 +22,11 @@ from ascendpatch.errors import (
     AscendpatchError,
     Interrupted,
 )
+from ascendpatch.shell import cliargs
 
 if TYPE_CHECKING:
-    from ascendpatch.cliargs import Handler
     from ascendpatch.results import CommandResult
+    from ascendpatch.shell.cliargs import Handler
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
     color = "auto"  # --color as given on the line (the usage error comes before parsing ends)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        from ascendpatch import output
+        from ascendpatch.shell import output
 
         if not _Parser.json_errors:
             self.print_usage(sys.stderr)
@@ -110,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         return _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
     except Exception as exc:  # a bug, not a user error
-        from ascendpatch import crashlog
+        from ascendpatch.shell import crashlog
 
         log = crashlog.write(exc, run.words)
         return _fail(run, f"unexpected error: {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
@@ -118,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(run: _Run, message: str, code: int, log: str | None = None) -> int:
-    from ascendpatch import output
+    from ascendpatch.shell import output
 
     output.error(message, command=run.command, exit_code=code, as_json=run.as_json,
                  color=run.color, log_path=log)
@@ -133,7 +134,8 @@ def _main(run: _Run) -> int:
     run.color = _Parser.color = _given_color(options)
     args = build_parser(lazy=True).parse_args(run.words)
     run.command, run.as_json, run.color = args.command, args.json, args.color
-    from ascendpatch import output, progress
+    from ascendpatch import progress
+    from ascendpatch.shell import output
 
     reporter = output.ConsoleReporter(color=args.color, verbose=args.verbose, quiet=args.quiet,
                                       as_json=args.json, invocation=_invocation(args))

@@ -8,12 +8,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ascendpatch.filestate import FileState
 from ascendpatch.hashing import sha256_optional
 from ascendpatch.kinds import KINDS
 from ascendpatch.kinds.base import ArtifactSite, Content, FileFinding, Skip
 from ascendpatch.manifest.model import Artifact
-from ascendpatch.planner import ArtifactPlan, evaluate
+from ascendpatch.pipeline.filestate import FileState
+from ascendpatch.pipeline.planner import ArtifactPlan, evaluate
 from ascendpatch.results import ArtifactResult, FileChange, FileResult, Hint, Level, Phrase, Status
 from ascendpatch.store.ledger import Change, Ledger, LedgerFile, LedgerStore, now
 

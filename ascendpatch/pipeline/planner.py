@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from ascendpatch.env.target import Target
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.filestate import FileState
 from ascendpatch.kinds import KINDS
 from ascendpatch.kinds.base import ArtifactSite, FileFinding, Skip
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, version_in
+from ascendpatch.pipeline.filestate import FileState
 from ascendpatch.results import Hint, Level, Phrase
 
 
