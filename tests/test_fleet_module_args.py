@@ -108,3 +108,15 @@ def test_good_ids_still_apply_after_the_separator(tmp_path: Path,
     cmd = result["cmd"]
     assert isinstance(cmd, list) and cmd[-2:] == ["--", "demo-fix"]
     assert "a2 = 2" in (site / "demo" / "mod.py").read_text()
+
+
+def test_check_mode_reports_a_pending_patch_as_a_change_and_writes_nothing(
+        tmp_path: Path, target: tuple[Path, Path]) -> None:
+    """Check mode runs `plan`, whose items say "pending": that is a change the real run would
+    make (changed, with the file named), never a failure, and nothing is written."""
+    site, manifest = target
+    before = tree_digest(site)
+    result = _play(tmp_path, _args(site, manifest), "--check")
+    assert result.get("failed") is not True, result
+    assert result["changed"] is True and result["changed_files"] == ["demo/mod.py"], result
+    assert tree_digest(site) == before

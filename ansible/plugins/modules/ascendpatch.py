@@ -234,7 +234,7 @@ def message_of(doc, err, rc):
 def changed_files(doc, mode):
     """Files whose bytes changed ("written"), would change on apply ("pending") or on revert
     ("applied": what is applied now)."""
-    statuses = {"pending": ("not-applied", "partial"), "applied": APPLIED}.get(mode)
+    statuses = {"pending": ("pending", "not-applied", "partial"), "applied": APPLIED}.get(mode)
     files = []
     for item in doc.get("results", []):
         for entry in item.get("files", []):
