@@ -1,8 +1,9 @@
-"""The progress seam: core code reports long steps, command lines and finished items here.
+"""The progress seam: core code reports long steps, command lines, notices and finished items.
 
 Core code never prints. It calls :func:`task` around a long step (a download, a pip run, the
-hashing of an audit), :func:`command` / :func:`output` for what ``-v`` shows, and :func:`item`
-(or :func:`stream`, over an iterator of final results) when a result is final, so that it can be
+hashing of an audit), :func:`command` / :func:`output` for what ``-v`` shows, :func:`notice`
+for a warning that is no result (a cache folder not used this run), and :func:`item` (or
+:func:`stream`, over an iterator of final results) when a result is final, so that it can be
 shown at once instead of at the end (the command's result then says ``streamed``). The CLI installs
 a reporter from ``ascendpatch/shell/output.py`` with :func:`reporting`; without one (tests, library
 use) every call does nothing.
@@ -30,6 +31,8 @@ class Reporter(Protocol):
     def output(self, text: str) -> None: ...
 
     def item(self, item: Item, show_diff: bool) -> None: ...
+
+    def notice(self, text: str) -> None: ...
 
 
 _reporter: Reporter | None = None
@@ -67,6 +70,13 @@ def output(text: str) -> None:
     """A subprocess's output: shown with -v."""
     if _reporter is not None and text.strip():
         _reporter.output(text)
+
+
+def notice(text: str) -> None:
+    """A side remark the user must see (a cache not used this run): one [WARN] line on stderr,
+    each text once per run."""
+    if _reporter is not None:
+        _reporter.notice(text)
 
 
 def item(result: Item, *, show_diff: bool = False) -> None:

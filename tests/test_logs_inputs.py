@@ -123,6 +123,9 @@ class _Recorder:
     def item(self, item: object, show_diff: bool) -> None:
         del item, show_diff
 
+    def notice(self, text: str) -> None:
+        del text
+
 
 def test_a_big_log_reports_its_progress(tmp_path: Path) -> None:
     path = tmp_path / "big.log"

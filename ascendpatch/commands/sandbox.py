@@ -19,7 +19,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import catalog
+from ascendpatch import cachedir
 from ascendpatch.commands import context
 from ascendpatch.env import pipadapter, standins
 from ascendpatch.env.pipadapter import ONLINE, PipError, Source
@@ -31,25 +31,28 @@ from ascendpatch.shell import cliargs
 DEFAULT_VERSION = "0.18.0"  # an affected final release: the catalog's fix applies
 
 
+def _wheels(folder: Path | None, version: str) -> list[Path]:
+    return sorted(folder.glob(f"vllm_ascend-{version}-*.whl")) \
+        if folder is not None and folder.is_dir() else []
+
+
 def _wheel(version: str, source: Source) -> Path:
-    folders = [source.wheelhouse] if source.wheelhouse else []
-    cache = catalog.cache_dir() / "wheels"
-    for folder in [*folders, cache]:
-        found = sorted(folder.glob(f"vllm_ascend-{version}-*.whl")) if folder.is_dir() else []
-        if found:
-            return found[0]
+    if found := _wheels(source.wheelhouse, version):
+        return found[0]
+    cache = cachedir.folder("wheels", only_source=source.offline)
+    if found := _wheels(cache, version):
+        return found[0]
     if source.offline:
         raise PipError(f"no vllm-ascend {version} wheel in {source.wheelhouse} and --offline "
                        f"forbids the index ({_why('', source)})",
                        fix="add the wheel to the wheelhouse")
-    cache.mkdir(parents=True, exist_ok=True)
     proc = pipadapter.run_pip(["download", "--no-deps", "--only-binary", ":all:", "--quiet",
                                "-d", str(cache), f"vllm-ascend=={version}"])
     if proc.returncode != 0:
         raise PipError(f"cannot download vllm-ascend {version}: {_why(proc.stderr, source)}",
                        fix="pick one of those releases, or pass --wheelhouse DIR holding the "
                            "wheel")
-    return sorted(cache.glob(f"vllm_ascend-{version}-*.whl"))[0]
+    return _wheels(cache, version)[0]
 
 
 def _why(stderr: str, source: Source) -> str:

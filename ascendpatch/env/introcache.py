@@ -8,67 +8,23 @@ markers) and the script itself. The cache keeps the report with a fingerprint of
 while the fingerprint is unchanged: installing or removing a distribution changes the mtime of
 the folder that holds its ``.dist-info``.
 
-Kept in ascendpatch's own cache folder (never in the target), one file per interpreter path.
+Kept in ascendpatch's own cache folder (never in the target; one that fails cachedir's check is
+not used), one file per interpreter path.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
-from ascendpatch import catalog
-from ascendpatch.paths import NotRegularFileError, open_regular
-from ascendpatch.store import atomic
+from ascendpatch import cachedir, catalog
 
 FORMAT = 1
 _ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH",
         "PYTHONPLATLIBDIR", "HOME")
-
-
-def private_folder(folder: Path) -> bool:
-    """Create ``folder`` (0700) under the cache root if needed; True when it is safe to keep a
-    cache in: it and every folder from the cache root down are real folders owned by this user
-    that no one else can write. ascendpatch runs as root on shared
-    hosts and ``$ASCENDPATCH_CACHE`` may point anywhere: a cache others can write is neither
-    read nor written."""
-    root = catalog.cache_dir()
-    if folder != root and root not in folder.parents:
-        return False
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        chain = [folder, *[p for p in folder.parents if p == root or root in p.parents]]
-        stats = [os.lstat(p) for p in chain]  # from the cache root down: all ours alone
-    except OSError:
-        return False
-    return all(stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
-               and not st.st_mode & 0o022 for st in stats)
-
-
-def read_private(path: Path) -> bytes | None:
-    """A cache file's bytes when it and its folder are this user's alone, else None."""
-    if not private_folder(path.parent):
-        return None
-    try:
-        # never follows a link, never blocks on a FIFO planted where the cache goes
-        handle, info = open_regular(path, follow_links=False)
-    except (OSError, NotRegularFileError):
-        return None
-    with handle:
-        return handle.read() if info.st_uid == os.geteuid() else None
-
-
-def write_private(path: Path, payload: bytes) -> None:
-    """Best effort: a cache folder that cannot be written (or is not private) gets no cache.
-    The write goes through store.atomic, whose temp file is created in the same folder."""
-    if not private_folder(path.parent):
-        return
-    with contextlib.suppress(OSError):
-        atomic.write_atomic(path, payload, mode=0o600)
 
 
 def cache_path(python: Path) -> Path:
@@ -111,7 +67,7 @@ def fingerprint(python: Path, script: str, info: dict[str, Any]) -> list[Any]:
 
 def load(python: Path, script: str) -> dict[str, Any] | None:
     """The cached report, or None when there is none or anything it depends on changed."""
-    raw = read_private(cache_path(python))
+    raw = cachedir.read(cache_path(python))
     if raw is None:
         return None
     try:
@@ -130,4 +86,4 @@ def load(python: Path, script: str) -> dict[str, Any] | None:
 def save(python: Path, script: str, info: dict[str, Any]) -> None:
     doc = {"python": os.path.abspath(python), "fingerprint": fingerprint(python, script, info),
            "info": info}
-    write_private(cache_path(python), json.dumps(doc, separators=(",", ":")).encode())
+    cachedir.write(cache_path(python), json.dumps(doc, separators=(",", ":")).encode())

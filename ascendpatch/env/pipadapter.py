@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ascendpatch import catalog, progress
+from ascendpatch import cachedir, catalog, progress
 from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.results import Hint, Phrase
@@ -177,13 +177,15 @@ def run_pip(args: Sequence[str], env: Mapping[str, str] | None = None,
 def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
     """pip-compile in a venv created *from* ``python`` (pip-compile resolves for the
     interpreter it runs in: same Python version, platform and markers), made once under the
-    cache (``piptools/<key>``) and reused."""
+    cache (``piptools/<key>``) and reused. It is run as the user running ascendpatch (often
+    root): nothing in it may be another user's to write (cachedir.trusted_tree), else
+    UnsafeCacheError and nothing is run."""
     key = hashlib.sha256(f"{python}|{version}".encode()).hexdigest()[:16]
-    venv = catalog.cache_dir() / "piptools" / key
+    venv = cachedir.trusted_tree(catalog.cache_dir() / "piptools" / key,
+                                 "pip-compile is never run from it")
     compile_bin = venv / "bin" / "pip-compile"
     if compile_bin.exists():
         return compile_bin
-    venv.parent.mkdir(parents=True, exist_ok=True)
     made = subprocess.run([str(python), "-m", "venv", str(venv)], capture_output=True,
                           text=True, check=False)
     if made.returncode != 0:

@@ -24,7 +24,7 @@ import yaml
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import catalog, progress
+from ascendpatch import cachedir, progress
 from ascendpatch.env import pipadapter
 from ascendpatch.env.pipadapter import Source
 from ascendpatch.errors import AscendpatchError
@@ -146,15 +146,16 @@ def download_sdist(name: str, version: str, folder: Path) -> Path | None:
 
 
 def archive(name: str, version: str, source: Source) -> Path:
-    """A wheel (preferred) or sdist of ``name==version``."""
-    cache = catalog.cache_dir() / "releases"
-    for folder in [source.wheelhouse, cache]:
-        if folder is not None and (found := _archives(folder, name, version)):
-            return found[0]
+    """A wheel (preferred) or sdist of ``name==version``: from the wheelhouse, else the cache
+    (when it passes cachedir's check), else downloaded."""
+    if source.wheelhouse is not None and (found := _archives(source.wheelhouse, name, version)):
+        return found[0]
+    cache = cachedir.folder("releases", only_source=source.offline)
+    if found := _archives(cache, name, version):
+        return found[0]
     if source.offline:
         raise ReleaseError(f"{name} {version} is not in the wheelhouse {source.wheelhouse}",
                            fix="add its wheel or sdist there, or drop --offline")
-    cache.mkdir(parents=True, exist_ok=True)
     proc = pipadapter.run_pip(["download", "--no-deps", "--only-binary", ":all:", "--quiet",
                                "-d", str(cache), f"{name}=={version}"])
     if proc.returncode == 0 and (found := _archives(cache, name, version)):

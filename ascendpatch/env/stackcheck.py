@@ -10,6 +10,7 @@ backtracking and a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -21,14 +22,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import catalog
+from ascendpatch import cachedir, catalog
 from ascendpatch.env import pipadapter, releases
 from ascendpatch.env.pipadapter import PipError, Source
 from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Target
 from ascendpatch.manifest.model import Manifest
 from ascendpatch.results import CheckResult, Level
-from ascendpatch.store import atomic
 
 MANIFEST = "the manifest"
 
@@ -60,17 +60,14 @@ def _cache_key(target: Target, pins: Sequence[str], source: Source) -> str | Non
 def _report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
     key = _cache_key(target, pins, source)
     cached = catalog.cache_dir() / "stackcheck" / f"{key}.json" if key else None
-    if cached is not None and cached.is_file():
-        try:
-            report = json.loads(cached.read_text())
-            if isinstance(report, dict):
-                return report
-        except (OSError, ValueError):
-            pass
+    raw = cachedir.read(cached) if cached is not None else None
+    with contextlib.suppress(ValueError):
+        report = json.loads(raw) if raw is not None else None
+        if isinstance(report, dict):
+            return report
     report = _pip_report(target, pins, source)
     if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_atomic(cached, json.dumps(report).encode())
+        cachedir.write(cached, json.dumps(report).encode())
     return report
 
 

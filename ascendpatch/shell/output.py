@@ -362,6 +362,7 @@ class ConsoleReporter:
         self.as_json = as_json
         self.animate = (not quiet and _isatty(sys.stderr) and use_color(color, sys.stderr))
         self.reader_gone = False
+        self._noticed: set[str] = set()
         self._live: Any = None
         self._depth = 0
 
@@ -418,6 +419,12 @@ class ConsoleReporter:
         if self.verbose:
             for row in text.rstrip("\n").splitlines():
                 self._stderr((("  " + row, "dim"),))
+
+    def notice(self, text: str) -> None:
+        """One [WARN] line on stderr (also with -q and --json: stdout stays the result)."""
+        if text not in self._noticed:
+            self._noticed.add(text)
+            self._stderr(level_line(Level.WARN, safe(text)))
 
     def item(self, item: Item, show_diff: bool = False) -> None:
         if self.as_json or self.reader_gone:

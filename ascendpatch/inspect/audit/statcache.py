@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ascendpatch import progress
-from ascendpatch.env.introcache import read_private, write_private
+from ascendpatch import cachedir, progress
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.inspect.audit.hashpool import GONE, Done, Hasher
 from ascendpatch.inspect.audit.report import Timings
@@ -114,7 +113,7 @@ class StatCache:
         self.summary: Summary | None = None  # the last full audit's outcome, see run._repeat
         self.dirty = False
         try:
-            doc = json.loads(read_private(self.path) or b"{}")
+            doc = json.loads(cachedir.read(self.path) or b"{}")
             if doc.get("format") == CACHE_FORMAT and doc.get("target") == self.root:
                 self.entries = doc["files"]
                 self.orphans = _walks(doc.get("orphans", {}))
@@ -143,7 +142,7 @@ class StatCache:
                            "orphans": {f: w.to_json() for f, w in self.orphans.items()},
                            "summary": self.summary.to_json() if self.summary else {}},
                           separators=(",", ":")).encode()
-        write_private(self.path, data)
+        cachedir.write(self.path, data)
         self.dirty = False
 
 

@@ -1,0 +1,154 @@
+"""The one check every cache folder passes before ascendpatch reads, writes or runs from it.
+
+ascendpatch runs as root on shared hosts and ``$ASCENDPATCH_CACHE`` (catalog.cache_dir) may
+point anywhere. A cache folder another user can write lets them plant what a later run reads
+(a release archive that decides ``catalog-check``'s verdict, a stack report) or executes (the
+pip-tools venv of ``lock``). So a cache folder is used only when it and every folder from the
+cache root down are real folders (no symbolic link) owned by the running user that no one else
+can write; above the root, a folder others can write is accepted only with the sticky bit
+(like /tmp). Missing folders are created 0700.
+
+Where the check fails, a cache of data is not used this run: :func:`folder` says so in one
+``[WARN]`` line (progress.notice) and hands out a fresh private folder instead, unless the cache
+is the only source (``--offline``), which raises :class:`UnsafeCacheError`, as does
+:func:`trusted`, for a cache whose content is executed: nothing is ever run from a cache that
+fails the check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from ascendpatch import catalog, progress
+from ascendpatch.errors import AscendpatchError
+from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.store import atomic
+
+FIX = "chown/chmod it, or point ASCENDPATCH_CACHE at a folder of your own"
+
+_stand_ins: dict[Path, tempfile.TemporaryDirectory[str]] = {}
+
+
+class UnsafeCacheError(AscendpatchError):
+    """A cache folder that others could have written, where only a trusted one will do."""
+
+
+def _owner(info: os.stat_result) -> str:
+    return f"owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})"
+
+
+def _above(root: Path) -> str | None:
+    """Why a folder above the cache root lets someone else replace the root, if one does."""
+    start = Path(os.path.realpath(root.parent))
+    for path in [start, *start.parents]:
+        info = path.stat()
+        if info.st_uid not in (0, os.geteuid()):
+            return f"{path} is {_owner(info)}"
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return f"{path} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def _own(path: Path) -> str | None:
+    """Why ``path`` (created 0700 when missing) is not a folder of this user's alone."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path} is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a folder"
+    if info.st_uid != os.geteuid():
+        return f"{path} is {_owner(info)}"
+    if info.st_mode & 0o022:
+        return f"{path} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def problem(folder: Path) -> str | None:
+    """None when ``folder`` (under the cache root; created 0700 when missing) passes the check;
+    else why not, naming the folder at fault."""
+    root = catalog.cache_dir().absolute()
+    folder = folder.absolute()
+    if folder != root and root not in folder.parents:
+        return f"{folder} is not under the cache root {root}"
+    chain = [root, *[root.joinpath(*folder.relative_to(root).parts[:i + 1])
+                     for i in range(len(folder.relative_to(root).parts))]]
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        return _above(root) or next((why for path in chain if (why := _own(path))), None)
+    except OSError as exc:
+        return f"{exc.filename or folder}: {exc.strerror or exc}"
+
+
+def usable(folder: Path) -> bool:
+    """True when ``folder`` passes the check; else False, and the run says so once."""
+    why = problem(folder)
+    if why is not None:
+        progress.notice(f"cache not used this run: {why}; fix: {FIX}")
+    return why is None
+
+
+def folder(*parts: str, only_source: bool = False) -> Path:
+    """The cache folder ``<cache root>/<parts>`` when it passes the check; else (after one
+    [WARN] line) a fresh private folder for this run only. ``only_source``: nothing but the
+    cache can give what is looked for (--offline): a failed check is then an error."""
+    path = catalog.cache_dir().joinpath(*parts)
+    if only_source:
+        return trusted(path, "--offline leaves no other place to look")
+    if usable(path):
+        return path
+    if path not in _stand_ins:  # removed when the process ends
+        _stand_ins[path] = tempfile.TemporaryDirectory(prefix="ascendpatch-cache-")
+    return Path(_stand_ins[path].name)
+
+
+def trusted(path: Path, why_needed: str) -> Path:
+    """``path`` when it passes the check; else UnsafeCacheError naming it and the fix."""
+    why = problem(path)
+    if why is not None:
+        raise UnsafeCacheError(f"cannot use the cache: {why}; {why_needed}", fix=FIX)
+    return path
+
+
+def trusted_tree(path: Path, why_needed: str) -> Path:
+    """``path`` when it passes the check and nothing under it is a file or folder another
+    user owns or can write (what is executed from it)."""
+    trusted(path, why_needed)
+    for folder_name, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            entry = Path(folder_name) / name
+            info = os.lstat(entry)
+            why = f"{entry} is {_owner(info)}" if info.st_uid != os.geteuid() else None
+            if why is None and info.st_mode & 0o022 and not stat.S_ISLNK(info.st_mode):
+                why = f"{entry} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+            if why is not None:
+                raise UnsafeCacheError(f"cannot use the cache: {why}; {why_needed}", fix=FIX)
+    return path
+
+
+def read(path: Path) -> bytes | None:
+    """A cache file's bytes when it and its folder are this user's alone, else None (and,
+    for a folder that fails the check, one [WARN] line)."""
+    if not usable(path.parent):
+        return None
+    try:
+        # never follows a link, never blocks on a FIFO planted where the cache goes
+        handle, info = open_regular(path, follow_links=False)
+    except (OSError, NotRegularFileError):
+        return None
+    with handle:
+        return handle.read() if info.st_uid == os.geteuid() else None
+
+
+def write(path: Path, payload: bytes) -> None:
+    """Best effort: a cache folder that cannot be written (or fails the check) gets no cache.
+    The write goes through store.atomic, whose temp file is created in the same folder."""
+    if not usable(path.parent):
+        return
+    with contextlib.suppress(OSError):
+        atomic.write_atomic(path, payload, mode=0o600)
