@@ -89,7 +89,7 @@ def _wheel_if_needed(dist: Distribution, changed: list[str], store: LedgerStore,
     if archive.suffix != ".whl":
         raise RefusedError(f"no wheel of {dist.name} {dist.version} to take the pristine files "
                            "from", fix="pass --wheelhouse DIR")
-    return releases.wheel_files(archive)
+    return releases.wheel_files(archive, changed)
 
 
 def _items(ctx: Context, dist: Distribution, changed: list[str], store: LedgerStore,

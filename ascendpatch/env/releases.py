@@ -7,15 +7,20 @@ maintainer tools, the tests and the README's matrix read."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
+import io
 import json
+import lzma
 import os
 import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -24,7 +29,7 @@ import yaml
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import cachedir, progress
+from ascendpatch import cachedir, catalog, progress
 from ascendpatch.env import pipadapter
 from ascendpatch.env.pipadapter import Source
 from ascendpatch.errors import AscendpatchError
@@ -128,21 +133,32 @@ def download_sdist(name: str, version: str, folder: Path) -> Path | None:
             continue
         url = urllib.parse.urljoin(f"{index_url()}/{canonicalize_name(name)}/",
                                    str(entry["url"]))
-        try:
-            with progress.task(f"downloading {filename}"), \
-                    urllib.request.urlopen(url, timeout=600) as resp:
-                data = resp.read()
-        except (urllib.error.URLError, OSError) as exc:
-            raise ReleaseError(f"cannot download {filename} from {index_url()}: {exc}",
-                               fix="use --wheelhouse DIR holding it (and --offline)") from None
+        data = _download(url, filename)
         hashes = entry.get("hashes")
         expected = hashes.get("sha256") if isinstance(hashes, dict) else None
         if expected and hashlib.sha256(data).hexdigest() != expected:
             raise ReleaseError(f"{filename}: sha256 differs from the index's")
+        _scan(io.BytesIO(data), filename)  # a bad download is never cached
         path = folder / filename
         atomic.write_atomic(path, data, mode=0o644)
         return path
     return None
+
+
+def _download(url: str, filename: str) -> bytes:
+    """The file's bytes, at most DOWNLOAD_CAP of them."""
+    try:
+        with progress.task(f"downloading {filename}"), \
+                urllib.request.urlopen(url, timeout=600) as resp:
+            data: bytes = resp.read(DOWNLOAD_CAP + 1)
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        raise ReleaseError(f"cannot download {filename} from {index_url()}: {exc}",
+                           fix="use --wheelhouse DIR holding it (and --offline)") from None
+    if len(data) > DOWNLOAD_CAP:
+        raise ReleaseError(f"{filename} on {index_url()} is larger than "
+                           f"{DOWNLOAD_CAP >> 20} MiB; not downloaded",
+                           fix="use --wheelhouse DIR holding it (and --offline)")
+    return data
 
 
 def archive(name: str, version: str, source: Source) -> Path:
@@ -166,24 +182,111 @@ def archive(name: str, version: str, source: Source) -> Path:
     return sdist
 
 
+class ArchiveError(ReleaseError):
+    """A release archive that cannot be read within the bounds (corrupt, truncated, too big)."""
+
+
+# What is read out of a release archive: no source file comes near these.
+MEMBER_CAP = 256 << 20  # bytes of one member read into memory (vllm's largest .so: 181 MiB)
+SCAN_CAP = 2 << 30  # bytes of a tar stream passed over while looking for a member
+MEMBERS_CAP = 100_000  # entries of one archive
+DOWNLOAD_CAP = 1 << 30  # bytes of one download
+_BROKEN = (tarfile.TarError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error,
+           lzma.LZMAError, OSError, ValueError, NotImplementedError, RuntimeError)
+
+
+def _why(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _bad(path: Path, why: str) -> ArchiveError:
+    """The error for a release archive that cannot be read; one in the release cache is
+    removed first, so that the next run downloads it afresh."""
+    if path.parent.absolute() == (catalog.cache_dir() / "releases").absolute():
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return ArchiveError(f"{path} is not a readable release archive ({why}); removed it "
+                            f"from the cache", fix="run the command again to download it afresh")
+    return ArchiveError(f"{path} is not a readable release archive ({why})",
+                        fix="replace it with the file the index publishes")
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Whatever reading ``path`` raises becomes one ArchiveError naming it (see _bad)."""
+    try:
+        yield
+    except ArchiveError as exc:
+        raise _bad(path, exc.message) from None
+    except _BROKEN as exc:
+        raise _bad(path, _why(exc)) from None
+
+
+def _tar_entries(tf: tarfile.TarFile, name: str) -> Iterator[tarfile.TarInfo]:
+    """The archive's entries, each header read once; raises before passing over an entry
+    that would take the stream past SCAN_CAP (a skip decompresses what it skips)."""
+    count = 0
+    while (info := tf.next()) is not None:
+        count += 1
+        if count > MEMBERS_CAP or info.offset_data + info.size > SCAN_CAP:
+            raise ArchiveError(f"{name} holds more than {MEMBERS_CAP} entries or "
+                               f"{SCAN_CAP >> 30} GiB")
+        yield info
+
+
+def _bounded(size: int, name: str) -> int:
+    if size > MEMBER_CAP:
+        raise ArchiveError(f"{name} claims {size} bytes, more than the {MEMBER_CAP >> 20} MiB "
+                           f"ascendpatch reads of one file")
+    return size
+
+
+def _tar_member(tf: tarfile.TarFile, member: str, label: str) -> bytes | None:
+    root = None
+    for info in _tar_entries(tf, label):
+        root = root or info.name.split("/")[0]
+        if info.name == f"{root}/{member}":
+            handle = tf.extractfile(info) if info.isreg() else None
+            return handle.read(_bounded(info.size, member)) if handle else None
+    return None
+
+
+def _zip_member(zf: zipfile.ZipFile, member: str) -> bytes | None:
+    if len(zf.infolist()) > MEMBERS_CAP:
+        raise ArchiveError(f"more than {MEMBERS_CAP} entries")
+    try:
+        info = zf.getinfo(member)
+    except KeyError:
+        return None
+    with zf.open(info) as handle:
+        return handle.read(_bounded(info.file_size, member))
+
+
+def _scan(data: io.BytesIO, name: str) -> None:
+    """Every header of an sdist read once (which reads all of its compressed stream)."""
+    try:
+        with tarfile.open(fileobj=data, mode="r:gz") as tf:
+            for _ in _tar_entries(tf, name):
+                pass
+    except _BROKEN as exc:
+        raise ArchiveError(f"{name} from {index_url()} is not a readable sdist ({_why(exc)})",
+                           fix="try again later, or use --wheelhouse DIR holding it") from None
+
+
 def read_member(path: Path, member: str) -> bytes | None:
-    """A file of the release, by its path inside the installed package (None if absent)."""
-    if path.suffix == ".whl":
-        with zipfile.ZipFile(path) as zf:
-            try:
-                return zf.read(member)
-            except KeyError:
-                return None
-    with tarfile.open(path) as tf:
-        root = tf.getnames()[0].split("/")[0]
-        try:
-            handle = tf.extractfile(f"{root}/{member}")
-        except KeyError:
-            return None
-        return handle.read() if handle else None
+    """A file of the release, by its path inside the installed package (None if absent).
+    Bounded (MEMBER_CAP, SCAN_CAP, MEMBERS_CAP); an archive that cannot be read is
+    ArchiveError, naming it (and removed from the release cache)."""
+    with _reading(path):
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as zf:
+                return _zip_member(zf, member)
+        with tarfile.open(path, "r:gz") as tf:
+            return _tar_member(tf, member, path.name)
 
 
-def wheel_files(path: Path) -> dict[str, bytes]:
-    with zipfile.ZipFile(path) as zf:
-        return {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
-
+def wheel_files(path: Path, members: Iterable[str]) -> dict[str, bytes]:
+    """These files of a wheel (those it holds), within MEMBER_CAP each."""
+    with _reading(path), zipfile.ZipFile(path) as zf:
+        found = {rel: _zip_member(zf, rel) for rel in members}
+    return {rel: data for rel, data in found.items() if data is not None}
