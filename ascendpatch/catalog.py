@@ -26,7 +26,8 @@ def data_root() -> Path:
 
 def cache_dir() -> Path:
     """ascendpatch's own cache (release files, the pip-tools venv): $ASCENDPATCH_CACHE, else
-    $XDG_CACHE_HOME/ascendpatch, else ~/.cache/ascendpatch."""
+    $XDG_CACHE_HOME/ascendpatch, else ~/.cache/ascendpatch. Every folder of it is used only
+    through ascendpatch/cachedir.py, which checks that no one else can write it."""
     explicit = os.environ.get("ASCENDPATCH_CACHE")
     if explicit:
         return Path(explicit)
