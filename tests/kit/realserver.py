@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import wheels
+from tests.kit import make_dist, wheels
 
 VERSION = "0.22.1"
 PINS = Path(__file__).with_name("realserver-pins.txt")
@@ -155,19 +155,15 @@ def model() -> Path:
 
 def pit1_plugin() -> Path:
     """A folder for ``PYTHONPATH`` holding the PIT1 plugin and its dist-info (entry point)."""
-    folder = ROOT / f"pit1-{_key(RECIPE, PIT1_MODULE)}"
+    folder = ROOT / f"pit1-{_key(RECIPE, PIT1_MODULE, 'make_dist')}"
     return _complete(folder, _write_pit1)
 
 
 def _write_pit1(partial: Path) -> None:
-    partial.mkdir(parents=True)
-    (partial / "ascendpatch_test_pit1.py").write_text(PIT1_MODULE)
-    info = partial / "ascendpatch_test_pit1-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ascendpatch-test-pit1\n"
-                                   "Version: 1.0\nSummary: TEST STAND-IN for the NPU\n")
-    (info / "entry_points.txt").write_text("[vllm.general_plugins]\n"
-                                           "pit1 = ascendpatch_test_pit1:register\n")
+    entry = "[vllm.general_plugins]\npit1 = ascendpatch_test_pit1:register\n"
+    make_dist(partial, "ascendpatch-test-pit1", "1.0", {
+        "ascendpatch_test_pit1.py": PIT1_MODULE,
+        "ascendpatch_test_pit1-1.0.dist-info/entry_points.txt": entry})
 
 
 def _complete(folder: Path, build: Callable[[Path], None]) -> Path:
