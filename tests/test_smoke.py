@@ -21,6 +21,14 @@ EVIL_ID = "model\x1b]0;pwned\x07\x1b[2J"
 # a new line that forges an [OK] line, and rich markup that would open an OSC 8 link
 FORGED_ID = "m\n[OK] chat completion with top_p=0.9: 200 \\[link=http://evil/]x\\[/link]"
 DRIP_GAP = 0.25  # seconds between two bytes of a dripping answer
+# Bodies real vLLM 0.22.1 sent (tests/test_smoke_realvllm.py runs that server)
+ENGINE_DEAD = {"error": {"message": "EngineCore encountered an issue. See stack trace (above) for "
+                                    "the root cause.", "type": "InternalServerError",
+                         "param": None, "code": 500}}
+TOO_LONG = {"error": {"message": "max_tokens=8 cannot be greater than max_model_len="
+                                 "max_total_tokens=4. Please request fewer output tokens. "
+                                 "(parameter=max_tokens, value=8)", "type": "BadRequestError",
+                      "param": "max_tokens", "code": 400}}
 
 
 class Server(http.server.BaseHTTPRequestHandler):
@@ -89,6 +97,14 @@ class Server(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             threading.Thread(target=_stop, args=(self.server,), daemon=True).start()
             return
+        if Server.mode in ("died-json", "500-alive") and top_p:
+            self._send(500, ENGINE_DEAD)  # what vLLM 0.22.1 sends, then its API server exits
+            if Server.mode == "died-json":
+                threading.Thread(target=_stop, args=(self.server,), daemon=True).start()
+            return
+        if Server.mode == "too-long":
+            self._send(400, TOO_LONG)
+            return
         if request["model"] != self.served:
             self._send(404, {"message": f"The model `{request['model']}` does not exist."})
             return
@@ -153,9 +169,33 @@ def test_empty_500_then_dead_server_is_enginecore_dying(url: str) -> None:
     assert "fix: ascendpatch apply sampler-topk-topp-fallback" in result.out
 
 
+@pytest.mark.parametrize(("mode", "expected"), [
+    # vLLM 0.22.1's answer to EngineCore's death: on 89ee836 a bare ``500: {"error": ...``
+    ("died-json", "[FAIL] EngineCore died on the top_p request: POST /v1/chat/completions with "
+                  "top_p=0.9 for '/models/Muse-Glimmer-30B-w8a8' answered 500 (EngineCore "
+                  "encountered an issue. See stack trace (above) for the root cause.), then "
+                  "the server went away"),
+    # (waits out the 3 s in which a dying vLLM would have gone)
+    pytest.param("500-alive", "[FAIL] POST /v1/chat/completions: 500 (EngineCore encountered an "
+                              "issue. See stack trace (above) for the root cause.), and the "
+                              "server still answers: the serve log names the cause",
+                 marks=pytest.mark.integration),
+    ("too-long", "[FAIL] POST /v1/chat/completions: 400: the server refused smoke's short chat "
+                 "request as invalid (max_tokens=8 cannot be greater than max_model_len="),
+])
+def test_vllm_error_answers_in_their_own_words(url: str, mode: str, expected: str) -> None:
+    Server.mode = mode
+    result = run_cli("smoke", "--url", url)
+    assert result.code == 1, result.out
+    assert expected in result.out
+    assert ("fix: ascendpatch apply sampler-topk-topp-fallback" in result.out) == \
+        (mode == "died-json")
+
+
 def test_nothing_listening() -> None:
     result = run_cli("smoke", "--url", "http://127.0.0.1:9", "--timeout", "5")
-    assert result.code == 1 and "is the server up?" in result.out
+    assert result.code == 1, result.out
+    assert "connection refused: nothing listens on 127.0.0.1:9; is the server up?" in result.out
 
 
 def test_a_huge_answer_is_refused(url: str) -> None:

@@ -2,6 +2,14 @@
 request that killed EngineCore when the fused top-k/top-p operator was missing,
 vllm-project/vllm-ascend#11999). Standard library HTTP only.
 
+What vLLM 0.22.1 really answers (tests/test_smoke_realvllm.py runs it): an error is a JSON
+``{"error": {"message", "type", "param", "code"}}``; when EngineCore dies on a request the API
+server answers 500 with ``EngineCore encountered an issue. See stack trace (above) for the
+root cause.`` and exits a fraction of a second later (older servers sent an empty 500); an
+unknown model is 404 ``The model `X` does not exist.``; a request it cannot serve is 400 with
+its reason. While it loads the model its port is bound but not listening: connection refused,
+exactly as with no server at all, so on this host the process table tells the two apart.
+
 The server is untrusted: an answer larger than ``MAX_BODY`` is refused, ``timeout`` bounds each
 whole request (connect, headers and body: a server dripping one byte a second is cut off at the
 deadline by closing the socket), redirects are followed only on the same scheme, host and port,
@@ -23,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ascendpatch.deploy import procs
+from ascendpatch.deploy.launch import flag_value
 from ascendpatch.deploy.text import printable
 from ascendpatch.results import Hint, Phrase
 from ascendpatch.untrusted import load_json
@@ -54,6 +64,10 @@ class SmokeError(Exception):
 
 class Dropped(SmokeError):
     """The server closed the connection without an answer."""
+
+
+class Refused(SmokeError):
+    """Nothing accepts connections on the address (ECONNREFUSED)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +172,8 @@ def _once(endpoint: Endpoint, method: str, path: str, body: bytes | None,
         raise Dropped(type(exc).__name__) from None
     except TimeoutError:
         raise SmokeError("timed out") from None
+    except ConnectionRefusedError:
+        raise Refused("connection refused") from None
     except (OSError, http.client.HTTPException) as exc:
         if expired.is_set():
             raise SmokeError("timed out") from None
@@ -206,6 +222,8 @@ def models(endpoint: Endpoint, timeout: float) -> tuple[Step, list[str]]:
     url = f"{endpoint.shown()}/v1/models"
     try:
         answer = request(endpoint, "GET", "/v1/models", None, timeout)
+    except Refused:
+        return refused(endpoint, url), []
     except SmokeError as exc:
         return Step(False, f"GET {url} failed: {exc}; is the server up?"), []
     if answer.status != 200:
@@ -241,16 +259,87 @@ def wait_ready(endpoint: Endpoint, seconds: float, timeout: float,
         sleep(1.0)
 
 
-def _engine_died(endpoint: Endpoint, model: str) -> str | None:
-    """After an empty 500 on the top_p request: is the server gone too?"""
-    time.sleep(0.5)  # vLLM shuts the API server down right after EngineDeadError
-    step, _ = models(endpoint, 5.0)
-    if step.ok:
+def refused(endpoint: Endpoint, url: str) -> Step:
+    """Connection refused: no server, or (found on this host) a vllm serve still starting."""
+    starting = local_server(endpoint)
+    if starting is not None:
+        return Step(False, f"GET {url}: connection refused, and vllm serve (PID {starting}) "
+                           f"for port {endpoint.port} is running on this host: it is still "
+                           "starting (vLLM accepts connections once the model is loaded)",
+                    fix="wait for it: rerun with --wait SECONDS")
+    return Step(False, f"GET {url}: connection refused: nothing listens on "
+                       f"{printable(endpoint.host)}:{endpoint.port}; is the server up? (on this "
+                       "host and port; vLLM also refuses connections until its model is "
+                       "loaded: --wait SECONDS waits for it)")
+
+
+def local_server(endpoint: Endpoint) -> int | None:
+    """The PID of a live ``vllm serve`` on this host for the endpoint's port (vLLM's default
+    8000 when its command line gives none); None for an address not on this host."""
+    if endpoint.host.lower() not in _LOOPBACK and not endpoint.host.startswith("127."):
         return None
+    for proc in procs.all_procs():
+        argv = proc.argv
+        if proc.is_vllm_server and not proc.is_vllm and not proc.zombie and \
+                (flag_value(argv, "--port") or "8000") == str(endpoint.port):
+            return proc.pid
+    return None
+
+
+_LOOPBACK = ("localhost", "::1", "0.0.0.0")
+
+
+def vllm_error(body: bytes) -> str | None:
+    """The message of vLLM's error answer ``{"error": {"message": ...}}`` (escaped, at most
+    300 characters), or None when the body is not one."""
+    try:
+        error = _doc(body, "the error answer")["error"]
+        message = error["message"] if isinstance(error, dict) else error
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(message, str) or not message.strip():
+        return None
+    text = printable(message.strip())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _gone(endpoint: Endpoint, seconds: float = 3.0,
+          sleep: Callable[[float], None] = time.sleep) -> bool:
+    """After a 500 on the top_p request: does the server go away (vLLM shuts the API server
+    down right after EngineDeadError, within a second)?"""
+    deadline = time.monotonic() + seconds
+    while True:
+        sleep(0.25)
+        step, _ = models(endpoint, 5.0)
+        if not step.ok:
+            return True
+        if time.monotonic() > deadline:
+            return False
+
+
+def _engine_died(model: str, said: str | None) -> str:
+    answered = f"answered 500 ({said})" if said else "answered 500 with an empty body"
     return (f"EngineCore died on the top_p request: POST /v1/chat/completions with top_p=0.9 "
-            f"for {printable(model)!r} answered 500 with an empty body, then GET /v1/models "
-            f"failed; the fused top-k/top-p operator is missing or failed on this host "
-            f"(vllm-ascend selects it with no check)")
+            f"for {printable(model)!r} {answered}, then the server went away; the fused "
+            f"top-k/top-p operator is missing or failed on this host (vllm-ascend selects it "
+            f"with no check)")
+
+
+def _refusal(status: int, said: str | None, model: str) -> str:
+    """The words for an error answer other than EngineCore's death."""
+    head = f"POST /v1/chat/completions: {status}"
+    if status == 404:
+        return (f"{head} for model {printable(model)!r} ({said or 'no such model'}): the "
+                "request's model id must be the id the server exposes (its model path unless "
+                "--served-model-name is set)")
+    if status == 400:
+        reason = said or "no reason given"
+        return (f"{head}: the server refused smoke's short chat request as invalid ({reason}); "
+                "its serve flags (--max-model-len) or the model (no chat template) say why")
+    if status == 500:
+        return (f"{head} ({said or 'empty body'}), and the server still answers: the serve log "
+                "names the cause")
+    return f"{head}: {said}" if said else f"{head}: (no JSON error message)"
 
 
 def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
@@ -266,17 +355,13 @@ def chat(endpoint: Endpoint, model: str, timeout: float) -> Step:
     except SmokeError as exc:
         return Step(False, f"POST {url} failed: {exc}")
     took = answer.seconds
-    if answer.status == 404:
-        return Step(False, f"POST /v1/chat/completions: 404 for model {printable(model)!r}: the "
-                           "request's model id must be the id the server exposes (its model "
-                           "path unless --served-model-name is set)", took)
-    if answer.status == 500 and not answer.body.strip():
-        died = _engine_died(endpoint, model)
-        if died:
-            return Step(False, died, took, fix=FIX_TOP_P)
     if answer.status != 200:
-        excerpt = printable(answer.body[:200].decode(errors="replace"))
-        return Step(False, f"POST /v1/chat/completions: {answer.status}: {excerpt}", took)
+        said = vllm_error(answer.body)
+        if said is None and answer.body.strip():
+            said = printable(answer.body[:200].decode(errors="replace"))
+        if answer.status == 500 and _gone(endpoint):
+            return Step(False, _engine_died(model, said), took, fix=FIX_TOP_P)
+        return Step(False, _refusal(answer.status, said, model), took)
     try:
         text = _doc(answer.body, "the chat answer")["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
