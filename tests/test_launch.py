@@ -7,6 +7,7 @@ against the real huggingface_hub's ``try_to_load_from_cache``."""
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from pathlib import Path
 
@@ -232,3 +233,23 @@ def test_a_download_dir_snapshot_through_a_symlinked_model_path(tmp_path: Path) 
     linked = run_cli("check-launch", "--", "vllm", "serve", str(link), "-q", "ascend",
                      "--mm-processor-kwargs", CAP)
     assert linked.code == 0 and f"model folder served: {snapshot.resolve()}" in linked.out
+
+
+def test_a_target_without_vllm_falls_back_to_our_reading_and_says_so(model: Path) -> None:
+    """This test venv has no vLLM: the flags are read as before, and the output says that a
+    misspelled flag goes unseen (tests/test_launch_realvllm.py runs vLLM's own parser)."""
+    result = run_cli("--python", sys.executable, "check-launch", "--", "vllm", "serve",
+                     str(model), "--tensor-paralel-size", "2", "-q", "ascend",
+                     "--mm-processor-kwargs", CAP)
+    assert result.code == 0, result.out
+    assert (f"[SKIP] serve-args: the target ({Path(sys.executable)} (Python ") in result.out
+    assert ("has no vLLM: the command line was read by ascendpatch's own parsing, so a flag "
+            "vLLM does not know is not caught") in result.out
+    assert "[OK] quantization-ascend: --quantization ascend" in result.out
+
+
+def test_a_line_that_is_not_vllm_serve_is_read_by_ours(model: Path, empty_site: Path) -> None:
+    result = run_cli("--site-packages", empty_site, "check-launch", "--", "python", "-m",
+                     "vllm.entrypoints.openai.api_server", "--model", str(model))
+    assert "[SKIP] serve-args: not a `vllm serve` command line" in result.out
+    assert f"[OK] model folder served: {model}" in result.out

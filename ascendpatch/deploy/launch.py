@@ -1,6 +1,13 @@
 """Launch checks: a `vllm serve` command line (with the model folder it actually serves) and
 vllm-omni deploy configs, against data rules (ascendpatch/data/launch_rules.yaml) and against
-what the installed vllm-ascend really does (read from its code, never imported)."""
+what the installed vllm-ascend really does (read from its code, never imported).
+
+The command line is read by the target's own vLLM parser where the target has vLLM
+(env/_serveargs.py, run in the target interpreter: the parser is built and asked, no engine
+starts), so a flag vLLM does not know is vLLM's own error, and every rule sees the values vLLM
+would see (defaults, underscores, short aliases, JSON arguments parsed). Elsewhere (a sandbox, a
+bare site-packages folder) ``flag_value`` reads it as argparse would, and the output says so.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from ascendpatch.env import inscript
 from ascendpatch.kinds.hffile import hub_cache
 
 QUANT_FILE = "quant_model_description.json"  # ModelSlim's description (vllm-ascend)
@@ -47,6 +55,98 @@ class AscendQuant:
     version: str | None  # None: no vllm-ascend found
     detects: bool = False
     evidence: str = ""
+
+
+PARSE_TIMEOUT = 180.0  # importing vLLM (torch, the API server) takes seconds, more on a busy host
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What the target's own vLLM parser made of a serve command line."""
+
+    version: str
+    values: Mapping[str, Any]  # argparse dest -> value
+    dests: Mapping[str, str]  # option string -> dest
+
+    def get(self, flag: str) -> Any:
+        dest = self.dests.get(flag)
+        return None if dest is None else self.values.get(dest)
+
+    @property
+    def model(self) -> str | None:
+        """What ``vllm serve`` serves: the positional model, else --model (or its default)."""
+        value = self.values.get("model_tag") or self.values.get("model")
+        return str(value) if value else None
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """A serve command line, with vLLM's reading of it when the target could give one."""
+
+    argv: tuple[str, ...]
+    parsed: Parsed | None = None
+
+    def value(self, flag: str) -> Any:
+        return self.parsed.get(flag) if self.parsed is not None else flag_value(self.argv, flag)
+
+    def model(self) -> str | None:
+        return self.parsed.model if self.parsed is not None else model_path(self.argv)
+
+
+@dataclass(frozen=True)
+class Parsing:
+    """The outcome of asking the target's vLLM: its reading (None: ours) and what to say."""
+
+    parsed: Parsed | None
+    verdict: Verdict
+
+
+def serve_arguments(argv: Sequence[str]) -> list[str] | None:
+    """The arguments after ``serve`` in ``vllm serve ...``; None for another command line."""
+    for index, arg in enumerate(argv[:3]):
+        if arg == "serve" and (index == 0 or Path(argv[index - 1]).name == "vllm"):
+            return list(argv[index + 1:])
+    return None
+
+
+def _ours(reason: str) -> Parsing:
+    return Parsing(None, Verdict("serve-args", True, f"serve-args: {reason}: the command line "
+                                 "was read by ascendpatch's own parsing, so a flag vLLM does "
+                                 "not know is not caught", level="SKIP"))
+
+
+def parse_in_target(python: Path | None, argv: Sequence[str], why_not: str = "") -> Parsing:
+    """Parse ``argv`` with the vLLM of the target interpreter ``python`` (None: ``why_not``)."""
+    args = serve_arguments(argv)
+    if args is None:
+        return _ours("not a `vllm serve` command line")
+    if python is None:
+        return _ours(why_not or "no target interpreter")
+    try:
+        doc = inscript.run_json(python, inscript.bundled("_serveargs.py"), [json.dumps(args)],
+                                timeout=PARSE_TIMEOUT)
+    except inscript.ScriptError as exc:
+        return Parsing(None, Verdict("serve-args", False, f"serve-args: vLLM's parser did not "
+                                     f"answer in {python} ({exc}); the command line was read "
+                                     "by ascendpatch's own parsing", level="WARN"))
+    return _answer(python, doc)
+
+
+def _answer(python: Path, doc: Mapping[str, Any]) -> Parsing:
+    version = str(doc.get("version", "?"))
+    values, dests = doc.get("values"), doc.get("dests")
+    if isinstance(values, dict) and isinstance(dests, dict):
+        return Parsing(Parsed(version, values, dests), Verdict(
+            "serve-args", True, f"serve-args: vLLM {version}'s own parser ({python}) accepts "
+                                "the command line; the rules below see its values"))
+    if "error" not in doc:
+        return _ours(f"{python} has no usable vLLM ({doc.get('missing', 'no answer')})")
+    found = doc.get("suggestions")
+    suggestions: dict[str, Any] = found if isinstance(found, dict) else {}
+    hint = "".join(f"; did you mean {close}?" if len(suggestions) == 1 else
+                   f"; {wrong}: did you mean {close}?" for wrong, close in suggestions.items())
+    return Parsing(None, Verdict("serve-args", False, f"serve-args: vLLM {version}'s own parser "
+                                 f"refuses the command line: {doc['error']}{hint}"))
 
 
 def rules() -> dict[str, Any]:
@@ -109,8 +209,10 @@ def hf_snapshot(repo: str, revision: str | None, env: Mapping[str, str],
     return folder if folder.is_dir() else None
 
 
-def served_model(argv: Sequence[str], model_dir: Path | None, env: Mapping[str, str]) -> Served:
-    named = model_path(argv)
+def served_model(argv: Sequence[str] | CommandLine, model_dir: Path | None,
+                 env: Mapping[str, str]) -> Served:
+    line = argv if isinstance(argv, CommandLine) else CommandLine(tuple(argv))
+    named = line.model()
     if model_dir is not None:
         return Served(model_dir, named, "--model-dir")
     if named is None:
@@ -119,9 +221,10 @@ def served_model(argv: Sequence[str], model_dir: Path | None, env: Mapping[str, 
     if local.is_dir():
         return Served(local.resolve(), named, "the local folder the command names")
     if _HF_REPO.fullmatch(named) and not local.exists():
-        download = flag_value(argv, "--download-dir")
-        cache = Path(download).expanduser() if download else None
-        snapshot = hf_snapshot(named, flag_value(argv, "--revision"), env, cache)
+        download = line.value("--download-dir")
+        cache = Path(str(download)).expanduser() if download else None
+        revision = line.value("--revision")
+        snapshot = hf_snapshot(named, str(revision) if revision else None, env, cache)
         if snapshot is not None:
             return Served(snapshot, named, f"the Hugging Face cache snapshot of {named}")
         return Served(None, named, f"{named} is no local folder and has no snapshot in the "
@@ -166,9 +269,9 @@ def _model_config(folder: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _quantization(argv: Sequence[str], folder: Path,
+def _quantization(line: CommandLine, folder: Path,
                   installed: Callable[[], AscendQuant]) -> Verdict | None:
-    value = flag_value(argv, "--quantization")
+    value = line.value("--quantization")
     if not (folder / QUANT_FILE).is_file():
         nested = sorted(p.parent for p in folder.glob(f"*/{QUANT_FILE}"))
         if nested:
@@ -212,15 +315,18 @@ def _quantization(argv: Sequence[str], folder: Path,
 
 def check_command(argv: Sequence[str], model_dir: Path | None,
                   installed: Callable[[], AscendQuant] = lambda: AscendQuant(None),
-                  env: Mapping[str, str] | None = None) -> list[Verdict]:
-    served = served_model(argv, model_dir, env or {})
+                  env: Mapping[str, str] | None = None,
+                  parsed: Parsed | None = None) -> list[Verdict]:
+    """The rules on the command line, read by vLLM's parser (``parsed``) or by ours."""
+    line = CommandLine(tuple(argv), parsed)
+    served = served_model(line, model_dir, env or {})
     folder = served.folder
     if folder is None:
         return [Verdict("model-folder", False,
                         f"cannot find the model folder the command serves ({served.how}); pass "
                         "--model-dir so the rules that need it can run")]
     verdicts = [Verdict("model-folder", True, f"model folder served: {folder} ({served.how})")]
-    quant = _quantization(argv, folder, installed)
+    quant = _quantization(line, folder, installed)
     if quant is not None:
         verdicts.append(quant)
     config = _model_config(folder)
@@ -230,15 +336,10 @@ def check_command(argv: Sequence[str], model_dir: Path | None,
                                    rule["when_model_config_has"] in config))
         if not applies:
             continue
-        value = flag_value(argv, rule["flag"])
-        if "json_key" in rule:
-            try:
-                ok = value is not None and rule["json_key"] in json.loads(value)
-            except (ValueError, TypeError):
-                ok = False
-        else:
-            ok = value == rule["value"]
-        shown = f"{rule['flag']} {value}" if value is not None else f"no {rule['flag']}"
+        value = line.value(rule["flag"])
+        ok = _has_key(value, rule["json_key"]) if "json_key" in rule else value == rule["value"]
+        text = json.dumps(value) if isinstance(value, (dict, list)) else value
+        shown = f"{rule['flag']} {text}" if value is not None else f"no {rule['flag']}"
         verdicts.append(Verdict(rule["id"], ok, f"{rule['id']}: {shown}" if ok else
                                 f"{rule['id']}: {rule['message']}"))
     if len(verdicts) == 1:
@@ -246,6 +347,16 @@ def check_command(argv: Sequence[str], model_dir: Path | None,
                                 f"{folder} holds no {QUANT_FILE} and its config.json no "
                                 "vision_config; nothing else was checked", level="WARN"))
     return verdicts
+
+
+def _has_key(value: Any, key: str) -> bool:
+    """A JSON argument (vLLM's parser gives a dict, ours the text) that holds ``key``."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return False
+    return isinstance(value, dict) and key in value
 
 
 def _walk(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
