@@ -70,7 +70,8 @@ def test_a_server_still_loading_its_model_is_named_as_such(started: Started) -> 
     assert (f"connection refused, and vllm serve (PID {started.server.pid}) for port "
             f"{started.server.port} is running on this host: it is still starting") \
         in started.early.out
-    assert "fix: wait for it: rerun with --wait SECONDS" in started.early.out
+    assert (f"fix: wait for it: ascendpatch smoke --url {started.server.url} --wait 600") \
+        in started.early.out
 
 
 def test_wait_then_ok_from_start_up(started: Started) -> None:

@@ -39,6 +39,7 @@ from ascendpatch.untrusted import load_json
 
 MAX_BODY = 8 * 1024 * 1024
 MAX_REDIRECTS = 5
+WAIT_HINT = 600  # seconds: a large model loads in minutes
 FIX_TOP_P = Phrase(Hint(("apply", "sampler-topk-topp-fallback")),
                    ", restart the server, and check: ", Hint(("logs", "<serve log>")))
 
@@ -266,7 +267,8 @@ def refused(endpoint: Endpoint, url: str) -> Step:
         return Step(False, f"GET {url}: connection refused, and vllm serve (PID {starting}) "
                            f"for port {endpoint.port} is running on this host: it is still "
                            "starting (vLLM accepts connections once the model is loaded)",
-                    fix="wait for it: rerun with --wait SECONDS")
+                    fix=Phrase("wait for it: ", Hint(("smoke", "--url", endpoint.shown(),
+                                                        "--wait", str(WAIT_HINT)))))
     return Step(False, f"GET {url}: connection refused: nothing listens on "
                        f"{printable(endpoint.host)}:{endpoint.port}; is the server up? (on this "
                        "host and port; vLLM also refuses connections until its model is "
