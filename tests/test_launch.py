@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ascendpatch.deploy import launch
 from tests.kit import make_dist, run_cli, wheels
 
 
@@ -253,3 +256,27 @@ def test_a_line_that_is_not_vllm_serve_is_read_by_ours(model: Path, empty_site: 
                      "vllm.entrypoints.openai.api_server", "--model", str(model))
     assert "[SKIP] serve-args: not a `vllm serve` command line" in result.out
     assert f"[OK] model folder served: {model}" in result.out
+
+
+_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+                      lambda inner: st.lists(inner, max_size=3) |
+                      st.dictionaries(st.sampled_from(["--quantization", "quantization",
+                                                       "model_tag", "model"]) |
+                                      st.text(max_size=12), inner, max_size=3), max_leaves=8)
+_ANSWER = st.fixed_dictionaries({}, optional={
+    "version": _VALUE, "values": _VALUE, "dests": _VALUE, "error": _VALUE,
+    "suggestions": _VALUE, "missing": _VALUE})
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=_ANSWER)
+def test_any_answer_of_the_parser_script_is_one_serve_args_line(doc: dict[str, object]) -> None:
+    """Whatever the target's script printed (a broken vLLM, another version's shape): one
+    serve-args verdict, and vLLM's reading only when it gave both values and dests."""
+    parsing = launch._answer(Path("/py"), doc)
+    assert parsing.verdict.rule == "serve-args"
+    assert (parsing.parsed is not None) == (isinstance(doc.get("values"), dict) and
+                                            isinstance(doc.get("dests"), dict))
+    if parsing.parsed is not None:
+        parsing.parsed.get("--quantization")
+        assert parsing.parsed.model is None or isinstance(parsing.parsed.model, str)

@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ascendpatch.deploy import smoke
+from ascendpatch.deploy.text import printable
 from tests.kit import run_cli
 
 EVIL_ID = "model\x1b]0;pwned\x07\x1b[2J"
@@ -361,3 +364,19 @@ def test_the_deadline_thread_never_takes_a_ctrl_c() -> None:
     finally:
         deaf.cancel()
         plain.cancel()
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=400),
+                     lambda inner: st.lists(inner, max_size=4) |
+                     st.dictionaries(st.sampled_from(["error", "message", "type", "x"]) |
+                                     st.text(max_size=8), inner, max_size=4),
+                     max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_JSON.map(lambda doc: json.dumps(doc).encode()) | st.binary(max_size=600))
+def test_any_error_body_gives_a_short_printable_reason_or_none(body: bytes) -> None:
+    """Whatever a server sends as an error body: never an exception, at most 300 characters,
+    nothing deploy.text.printable would escape (it is shown on a terminal, on one line)."""
+    said = smoke.vllm_error(body)
+    assert said is None or (0 < len(said) <= 300 and printable(said) == said)

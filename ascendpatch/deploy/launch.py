@@ -136,6 +136,7 @@ def _answer(python: Path, doc: Mapping[str, Any]) -> Parsing:
     version = str(doc.get("version", "?"))
     values, dests = doc.get("values"), doc.get("dests")
     if isinstance(values, dict) and isinstance(dests, dict):
+        dests = {str(k): v for k, v in dests.items() if isinstance(v, str)}
         return Parsing(Parsed(version, values, dests), Verdict(
             "serve-args", True, f"serve-args: vLLM {version}'s own parser ({python}) accepts "
                                 "the command line; the rules below see its values"))
