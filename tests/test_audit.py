@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.kit import make_dist, make_small_demo, run_cli, write_small_manifest
+from tests.kit import make_dist, make_small_demo, past_racy_window, run_cli, write_small_manifest
 
 
 @pytest.fixture
@@ -61,6 +61,7 @@ def test_pyc_and_pycache_are_not_noise(env: dict[str, Path]) -> None:
 
 
 def test_repeat_audit_hashes_no_file(env: dict[str, Path]) -> None:
+    past_racy_window(env["site"])  # files written this instant are hashed again (racy git)
     _, _, first = audit(env)
     assert first["files_hashed"] == first["files_checked"] > 0  # cold: everything hashed
     _, _, again = audit(env)
@@ -148,8 +149,10 @@ def test_cache_lives_outside_the_target_one_per_target(env: dict[str, Path],
 def test_repeat_audit_sees_a_change_a_snapshot_hashed_first(env: dict[str, Path],
                                                            tmp_path: Path) -> None:
     """A snapshot shares the stat cache; a file it re-hashed must still show in the audit."""
+    past_racy_window(env["site"])
     assert audit(env)[0] == 0
     (env["site"] / "other/util.py").write_text("y = 5\n")
+    past_racy_window(env["site"])
     run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "snapshot",
             "--all-files", "-o", tmp_path / "s.json")
     code, out, doc = audit(env)
@@ -163,6 +166,7 @@ def test_repeat_audit_reports_the_same_findings(env: dict[str, Path]) -> None:
     run_cli("--site-packages", site, "--manifest", env["manifest"], "apply")
     (site / "other/data.txt").unlink()
     (site / "other/dropin.py").write_text("x\n")
+    past_racy_window(site)
     first = audit(env)
     again = audit(env)
     assert first[0] == again[0] == 1
@@ -236,6 +240,7 @@ def test_cold_audit_tells_missing_files_from_hashed_ones(env: dict[str, Path]) -
     (site / "other/data.txt").unlink()
     shutil.rmtree(site / "deep/sub")
     (site / "deep/sub").write_text("a file where a folder was\n")
+    past_racy_window(site)
     code, out, cold = audit(env)
     assert code == 1 and {"[FAIL] missing  other/data.txt (other 2.0)",
                           "[FAIL] missing  deep/sub/leaf.py (deep 1.0)",
@@ -349,6 +354,7 @@ def test_a_cached_summary_of_another_shape_is_ignored(env: dict[str, Path]) -> N
     """A broken summary in the cache costs a full audit, never a wrong answer or a crash."""
     site = env["site"]
     (site / "other/util.py").write_text("y = 5\n")
+    past_racy_window(site)  # (else the second audit hashes the racy files again)
     first = audit(env)
     cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob("audit/*/statcache.json"))
     doc = json.loads(cache.read_bytes())
@@ -359,3 +365,30 @@ def test_a_cached_summary_of_another_shape_is_ignored(env: dict[str, Path]) -> N
     assert again[:2] == first[:2] and again[2]["results"] == first[2]["results"]
     rewritten = json.loads(cache.read_bytes())["summary"]  # a full audit ran and remembered
     assert rewritten["differ"] == [["other/util.py", "..5", "other", "2.0"]]
+
+
+def test_a_racy_entry_is_hashed_again_or_forgotten(tmp_path: Path) -> None:
+    """An entry whose mtime is not safely older than the start of the audit that hashed it
+    proves nothing (git's racy-git rule): the next run hashes that file again, and a run that
+    saves the cache without doing so forgets the entry (git's smudging), so that no later run
+    takes it for verified. (An mtime in the future is racy whatever the clock does.)"""
+    import time
+
+    from ascendpatch.inspect.audit import StatCache, stat_and_hash
+
+    items = []
+    for name in ("a", "b"):
+        path = tmp_path / name
+        path.write_text(f"{name}\n")
+        future = time.time_ns() + 3600 * 10**9
+        os.utime(path, ns=(future, future))
+        items.append((name, str(path), 2))
+    first = StatCache(tmp_path)
+    assert stat_and_hash(items, first, workers=2).hashed == 2
+    assert stat_and_hash(items, first, workers=2).hashed == 0  # this run hashed them itself
+    first.save()
+    later = StatCache(tmp_path)
+    assert later.get("a", (tmp_path / "a").stat()) is None
+    assert stat_and_hash(items[:1], later, workers=2).hashed == 1  # as a snapshot of one dist
+    later.save()
+    assert set(StatCache(tmp_path).entries) == {"a"}

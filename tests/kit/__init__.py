@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,17 @@ class Run:
         doc = json.loads(self.out)
         assert isinstance(doc, dict)
         return doc
+
+
+def past_racy_window(path: Path) -> None:
+    """Wait until what a test just wrote under ``path`` is older than the stat cache's racy
+    window (inspect/audit/statcache.racy), as files installed minutes before an audit are: a
+    repeat audit then trusts their stat instead of hashing them again."""
+    from ascendpatch.inspect.audit import statcache
+
+    st = path.stat()
+    coarse = not (st.st_mtime_ns % statcache.SECOND_NS and st.st_ctime_ns % statcache.SECOND_NS)
+    time.sleep((statcache.COARSE_RACY_NS if coarse else statcache.FINE_RACY_NS) / 1e9)
 
 
 def run_cli(*args: str | Path) -> Run:

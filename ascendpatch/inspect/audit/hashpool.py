@@ -161,3 +161,12 @@ class Hasher:
         for part in self.done:
             done += part
         return done
+
+
+def hash_all(items: list[HashJob], workers: int) -> Done:
+    """The digests of ``items``, on ``workers`` threads (the caller's one of them)."""
+    hasher = Hasher(workers)
+    for key, path, size in items:
+        hasher.add(key, path, size)
+    hasher.close()
+    return hasher.results()

@@ -16,6 +16,7 @@ from ascendpatch.hashing import record_to_hex
 from ascendpatch.inspect.audit import classify
 from ascendpatch.inspect.audit import orphans as walks
 from ascendpatch.inspect.audit.classify import Entry, changed, orphan_finding
+from ascendpatch.inspect.audit.hashpool import hash_all
 from ascendpatch.inspect.audit.report import (
     AuditFinding,
     AuditReport,
@@ -61,8 +62,9 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
     full = dists is None and orphans
     records_key = walks.records_key(target) if orphans else ""
     if full:
-        repeat = _repeat(target, cache, records_key, wanted)
+        repeat = _repeat(target, cache, records_key, wanted, workers or os.cpu_count() or 2)
         if repeat is not None:
+            cache.save()  # what racy files it hashed again are verified now
             repeat.timings.total = clock() - start
             return repeat
     chosen = list(dists if dists is not None else target.distributions.values())
@@ -122,8 +124,8 @@ def _remember(cache: StatCache, entries: Mapping[str, Entry], summary: Summary) 
         cache.dirty = True
 
 
-def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted) \
-        -> AuditReport | None:
+def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted,
+            workers: int) -> AuditReport | None:
     """The whole audit from the cache, when nothing changed since the last full one: the same
     RECORD files, every file with the same stat, every missing file still missing, and no
     package folder that gained or lost an entry. No RECORD is read; None when anything moved.
@@ -135,9 +137,10 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
     clock = time.perf_counter
     begin = clock()
     root = str(target.root) + "/"
-    if not _unchanged(cache, summary, root):
+    hashed = _unchanged(cache, summary, root, workers)
+    if hashed is None:
         return None
-    report = AuditReport(files_checked=len(cache.entries))
+    report = AuditReport(files_checked=len(cache.entries), files_hashed=hashed)
     report.timings.stat = clock() - begin
     begin = clock()
     for folder in summary.orphan_folders:
@@ -157,16 +160,37 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
     return report
 
 
-def _unchanged(cache: StatCache, summary: Summary, root: str) -> bool:
-    """Every cached file has the same stat, every missing one is still missing."""
-    stat = os.stat
+def _unchanged(cache: StatCache, summary: Summary, root: str, workers: int) -> int | None:
+    """How many files were hashed again when every cached file has the same stat, every
+    missing one is still missing, and each file whose entry cannot vouch for it (racy: it may
+    have changed within the tick it was hashed in) is hashed again and found the same; None
+    when anything moved."""
+    stat, vouches, edge = os.stat, cache.vouches, cache.edge
+    racy: list[tuple[str, str, int]] = []
     try:
         for key, cached in cache.entries.items():
-            st = stat(key if key.startswith("/") else root + key)
+            path = key if key.startswith("/") else root + key
+            st = stat(path)
             if cached[0] != st.st_size or cached[1] != st.st_mtime_ns \
                     or cached[2] != st.st_ino or cached[3] != st.st_ctime_ns:
-                return False
+                return None
+            if (st.st_mtime_ns > edge or st.st_ctime_ns > edge) and not vouches(key, st):
+                racy.append((key, path, st.st_size))
     except OSError:
-        return False
-    return not any(os.path.lexists(key if key.startswith("/") else root + key)
-                   for key, *_rest in summary.missing)
+        return None
+    if any(os.path.lexists(key if key.startswith("/") else root + key)
+           for key, *_rest in summary.missing):
+        return None
+    return len(racy) if not racy or _same_again(cache, racy, workers) else None
+
+
+def _same_again(cache: StatCache, racy: list[tuple[str, str, int]], workers: int) -> bool:
+    """Hash the racy files again: True when each still has its cached digest (then verified
+    by this audit); otherwise the full audit runs, its changed files hashed once."""
+    same = True
+    for key, digest, st, _clocks in hash_all(racy, workers):
+        if st is None:  # missing or unreadable: the full audit says which
+            return False
+        same = same and digest == cache.entries[key][4]
+        cache.put(key, st, digest)
+    return same

@@ -1,7 +1,14 @@
 """The stat cache: (size, mtime_ns, inode, ctime_ns) -> digest, so a repeat audit of an
 unchanged environment hashes nothing, and the last full audit's outcome (:class:`Summary`).
 
-ctime cannot be set from user space, so a touched-back mtime does not fool it. The cache lives
+ctime cannot be set from user space, so a touched-back mtime does not fool it. A stat proves
+nothing about a file changed in the same timestamp tick as it was hashed (git's "racy git",
+Documentation/technical/racy-git.txt): on a file system with 1-second timestamps (ext4 with
+128-byte inodes, FAT), a same-size rewrite within the second of an audit keeps size, mtime,
+ctime and inode. So the cache records when the audit that wrote it started (``verified_ns``,
+taken before any file was stat'ed), and an entry whose mtime or ctime is not safely older than
+that (:func:`racy`) is *unverified*: the next audit hashes that file again, and a cache saved
+without having done so forgets the entry (git's "smudging"). The cache lives
 in ascendpatch's own cache folder (``$ASCENDPATCH_CACHE``, else ``$XDG_CACHE_HOME/ascendpatch``,
 else ``~/.cache/ascendpatch``), one file per target, never inside the target: auditing an image
 writes nothing into it.
@@ -26,6 +33,24 @@ from ascendpatch.inspect.audit.report import Timings
 
 CACHE_NAME = "statcache.json"
 CACHE_FORMAT = 3  # 3: kept outside the target, keyed by the target's folder
+SECOND_NS = 10**9
+# How much older than the audit's start a stat must be to prove its file unchanged. Whole
+# seconds (the file system keeps no more; FAT keeps even ones): 2 s and the clock's tick.
+COARSE_RACY_NS = 3 * SECOND_NS
+# Sub-second timestamps: the kernel stamps files from its coarse clock, up to a tick (1-10
+# ms) behind the clock an audit reads; a few ticks to spare.
+FINE_RACY_NS = 50_000_000
+
+
+def racy(mtime_ns: int, ctime_ns: int, verified_ns: int) -> bool:
+    """Whether a stat taken by an audit that started at ``verified_ns`` (``time.time_ns``)
+    cannot prove its file unchanged since: a later write could keep every field of it.
+
+    A timestamp with a fractional second shows the file system keeps sub-second times; both
+    whole (or one of them, by chance, a 1 in 10^9) are taken as 1-second timestamps."""
+    coarse = not (mtime_ns % SECOND_NS and ctime_ns % SECOND_NS)
+    margin = COARSE_RACY_NS if coarse else FINE_RACY_NS
+    return max(mtime_ns, ctime_ns) + margin > verified_ns
 
 
 def cache_path(root: Path | str) -> Path:
@@ -103,14 +128,20 @@ class FolderWalk:
 class StatCache:
     """(size, mtime_ns, inode, ctime_ns) -> digest in RECORD form, one file per target.
 
-    Storing the RECORD form means an unchanged file is checked with one string comparison."""
+    Storing the RECORD form means an unchanged file is checked with one string comparison.
+    ``verified_ns``: when the audit that saved the loaded entries started; ``started_ns``: when
+    this one did (what :meth:`save` records). An entry hashed by this audit (``fresh``) is
+    verified; one loaded is only when it is not :func:`racy` against ``verified_ns``."""
 
     def __init__(self, root: Path | str) -> None:
+        self.started_ns = time.time_ns()  # before any file of this audit is stat'ed
         self.root = os.path.realpath(root)
         self.path = cache_path(root)
         self.entries: dict[str, list[int | str]] = {}
         self.orphans: dict[str, FolderWalk] = {}  # package folder -> its last walk
         self.summary: Summary | None = None  # the last full audit's outcome, see run._repeat
+        self.verified_ns = 0
+        self.fresh: set[str] = set()  # keys hashed (or re-hashed) since this cache was loaded
         self.dirty = False
         try:
             doc = json.loads(cachedir.read(self.path) or b"{}")
@@ -118,33 +149,65 @@ class StatCache:
                 self.entries = doc["files"]
                 self.orphans = _walks(doc.get("orphans", {}))
                 self.summary = Summary.from_json(doc.get("summary"))
-        except (OSError, ValueError, KeyError, AttributeError):
+                self.verified_ns = int(doc.get("verified_ns", 0))  # none: nothing verified
+        except (OSError, ValueError, KeyError, AttributeError, TypeError):
             self.entries, self.orphans, self.summary = {}, {}, None
+        # A stat with mtime and ctime at or below this is never racy (the fast test).
+        self.edge = self.verified_ns - COARSE_RACY_NS
+
+    def vouches(self, rel: str, st: os.stat_result) -> bool:
+        """Whether the entry of ``rel``, whose stat is ``st`` (the caller compared them), proves
+        its digest: hashed by this audit, or not :func:`racy` against ``verified_ns``."""
+        mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+        return (mtime <= self.edge and ctime <= self.edge) or rel in self.fresh \
+            or not racy(mtime, ctime, self.verified_ns)
 
     def get(self, rel: str, st: os.stat_result) -> str | None:
         cached = self.entries.get(rel)
         if isinstance(cached, list) and len(cached) == 5 and cached[0] == st.st_size \
                 and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino \
-                and cached[3] == st.st_ctime_ns:
+                and cached[3] == st.st_ctime_ns and self.vouches(rel, st):
             return str(cached[4])
         return None
 
     def put(self, rel: str, st: os.stat_result, digest: str) -> None:
+        old = self.entries.get(rel)
         self.entries[rel] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, digest]
-        self.summary = None  # a file hashed outside a full audit: its outcome may have changed
+        self.fresh.add(rel)
+        if not isinstance(old, list) or len(old) != 5 or old[4] != digest:
+            self.summary = None  # a file hashed outside a full audit: its outcome may differ
         self.dirty = True
 
     def save(self) -> None:
-        """Best effort: a cache folder that cannot be written simply gets no cache."""
+        """Best effort: a cache folder that cannot be written simply gets no cache. An entry
+        still unverified (this audit did not hash its file again) is forgotten: recorded
+        with this audit's start, it would look verified."""
         if not self.dirty:
             return
+        self._forget_unverified()
         data = json.dumps({"format": CACHE_FORMAT, "target": self.root, "files": self.entries,
+                           "verified_ns": self.started_ns,
                            "orphans": {f: w.to_json() for f, w in self.orphans.items()},
                            "summary": self.summary.to_json() if self.summary else {}},
                           separators=(",", ":")).encode()
         cachedir.write(self.path, data)
         self.dirty = False
 
+    def _forget_unverified(self) -> None:
+        stale = [rel for rel, cached in self.entries.items() if not self._kept(rel, cached)]
+        for rel in stale:
+            del self.entries[rel]
+        if stale:
+            self.summary = None  # the repeat audit needs every file's entry
+
+    def _kept(self, rel: str, cached: object) -> bool:
+        if rel in self.fresh:
+            return True
+        if not (isinstance(cached, list) and len(cached) == 5):
+            return False
+        mtime, ctime = cached[1], cached[3]
+        return isinstance(mtime, int) and isinstance(ctime, int) \
+            and not racy(mtime, ctime, self.verified_ns)
 
 
 def _walks(doc: Any) -> dict[str, FolderWalk]:
