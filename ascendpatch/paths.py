@@ -74,3 +74,35 @@ def open_regular(path: Path | str, *, follow_links: bool = True) \
     except BaseException:
         os.close(fd)
         raise
+
+
+class FileTooLargeError(OSError):
+    """A file we read but do not own is larger than its reader accepts."""
+
+    def __init__(self, path: Path | str, limit: int) -> None:
+        super().__init__(f"larger than {limit >> 20} MiB, more than any such file ascendpatch "
+                         "writes")
+        self.path, self.limit = Path(path), limit
+
+
+def read_regular(path: Path | str, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (opened with :func:`open_regular`), at most
+    ``limit`` of them: a larger file raises :class:`FileTooLargeError` (an OSError) after
+    ``limit`` + 1 bytes, so a reader of untrusted files never holds more."""
+    handle, _info = open_regular(path)
+    with handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLargeError(path, limit)
+    return data
+
+
+def shown(path: Path | str) -> str:
+    """A path as text that can always be printed, written to a page or encoded as UTF-8:
+    bytes of the name that are not UTF-8 appear as ``\\xff`` (as ``ls -b`` shows them)."""
+    text = os.fspath(path)
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate that came from no file name
+        raw = str(text).encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")

@@ -10,12 +10,23 @@ which the document is known to be at most ``max_depth`` deep.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 MAX_DEPTH = 64  # far deeper than any document ascendpatch reads (snapshots: 5 levels)
 
 
 class UntrustedDocumentError(ValueError):
     """The document is not one we can read safely; ``str()`` says why in one line."""
+
+
+class NotJsonError(UntrustedDocumentError):
+    """The document is not JSON at all; ``detail`` is the parser's own words."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 def depth_exceeds(doc: object, max_depth: int) -> bool:
@@ -45,7 +56,169 @@ def load_json(data: bytes | str, what: str, max_depth: int = MAX_DEPTH) -> objec
     except UnicodeDecodeError:
         raise UntrustedDocumentError(f"{what} is not UTF-8 text") from None
     except ValueError as exc:
-        raise UntrustedDocumentError(f"{what} is not JSON ({exc})") from None
+        raise NotJsonError(f"{what} is not JSON ({exc})", str(exc)) from None
     if depth_exceeds(doc, max_depth):
         raise UntrustedDocumentError(f"{what} is nested deeper than {max_depth} levels")
     return doc
+
+
+# --------------------------------------------------------------------------- shapes
+
+Problem = tuple[tuple[str | int, ...], str]  # where (keys, indexes from the top), what is wrong
+_Check = Callable[[object], "Problem | None"]
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,), "array": (list,), "string": (str,), "integer": (int,),
+    "number": (int, float), "boolean": (bool,), "null": (type(None),)}
+_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string",
+                           bool: "true or false", int: "an integer", float: "a number",
+                           type(None): "null"}
+_KEYWORDS = frozenset({"$schema", "title", "description", "type", "const", "pattern",
+                       "minimum", "properties", "required", "additionalProperties", "items"})
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _type_name(value: object) -> str:
+    return _NAMES.get(type(value), type(value).__name__)
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    """``files["a b.py"]``, ``target.site_packages[0]``: keys cut to 80 characters."""
+    parts = [f".{key}" if isinstance(key, str) and _PLAIN_KEY.fullmatch(key) else
+             f"[{json.dumps(key[:80] if isinstance(key, str) else key)}]" for key in path]
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+class Shape:
+    """A JSON Schema of the few forms ascendpatch's documents need (``type``, ``const``,
+    ``pattern``, ``minimum``, ``properties``, ``required``, ``additionalProperties``,
+    ``items``), compiled once into checks that walk a document without recursion deeper than
+    the schema's own and build no text unless something is wrong. ``problem(doc)`` is the
+    first place that does not fit, as one line (``files["a.py"]: expected a string, got a
+    list``), or None. ``tests/test_untrusted.py`` checks it against the jsonschema library."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.check = _compile(schema)
+
+    @classmethod
+    def from_data(cls, name: str) -> Shape:
+        """The schema ``ascendpatch/data/<name>``."""
+        from importlib.resources import files
+
+        return cls(json.loads(files("ascendpatch").joinpath(f"data/{name}").read_text()))
+
+    def problem(self, doc: object) -> str | None:
+        found = self.check(doc)
+        if found is None:
+            return None
+        where, what = found
+        return f"{_where(where)}: {what}"
+
+
+def _compile(schema: Mapping[str, Any]) -> _Check:
+    unknown = set(schema) - _KEYWORDS
+    if unknown:
+        raise ValueError(f"schema keywords this validator does not know: {sorted(unknown)}")
+    leaf = _leaf(schema)
+    if "properties" in schema or "additionalProperties" in schema or "required" in schema:
+        return _object(schema, leaf)
+    if "items" in schema:
+        return _array(_compile(schema["items"]), leaf)
+    return leaf
+
+
+def _leaf(schema: Mapping[str, Any]) -> _Check:
+    """type, const, pattern and minimum: the checks of one value, not of what it holds."""
+    named = schema.get("type")
+    kinds = tuple(dict.fromkeys(t for n in ([named] if isinstance(named, str) else named or [])
+                                for t in _TYPES[n]))
+    wanted = " or ".join(_NAMES[t] for t in kinds)
+    pattern = re.compile(schema["pattern"]).search if "pattern" in schema else None
+    minimum = schema.get("minimum")
+    const = schema.get("const", _NOTHING)
+
+    def check(value: object) -> Problem | None:
+        if kinds and (not isinstance(value, kinds) or (
+                isinstance(value, bool) and bool not in kinds)):
+            return (), f"expected {wanted}, got {_type_name(value)}"
+        if const is not _NOTHING and value != const:
+            return (), f"expected {json.dumps(const)}"
+        if pattern is not None and isinstance(value, str) and not pattern(value):
+            return (), f"{value[:80]!r} is not of the form {schema['pattern']}"
+        if minimum is not None and isinstance(value, int) and value < minimum:
+            return (), f"{value} is below {minimum}"
+        return None
+
+    return check
+
+
+_NOTHING = object()
+
+
+def _unknown_key(_value: object) -> Problem:
+    return (), "unknown key"
+
+
+def _object(schema: Mapping[str, Any], leaf: _Check) -> _Check:
+    fields = {key: _compile(sub) for key, sub in schema.get("properties", {}).items()}
+    required = tuple(schema.get("required", ()))
+    extra = schema.get("additionalProperties", True)
+    others = _compile(extra) if isinstance(extra, dict) else \
+        _unknown_key if extra is False else None
+    fast = _all_fit(extra) if not fields and not required and isinstance(extra, dict) else None
+
+    def check(value: object) -> Problem | None:
+        found = leaf(value)
+        if found is not None or not isinstance(value, dict):
+            return found or ((), f"expected an object, got {_type_name(value)}")
+        if fast is not None and fast(value.values()):
+            return None  # (the common case of a big map, at C speed)
+        for key in required:
+            if key not in value:
+                return (key,), "required key is missing"
+        for key, item in value.items():
+            sub = fields.get(key, others)
+            if sub is None:
+                continue
+            found = sub(item)
+            if found is not None:
+                return (key, *found[0]), found[1]
+        return None
+
+    return check
+
+
+def _all_fit(schema: Mapping[str, Any]) -> Callable[[Iterable[object]], bool] | None:
+    """For a map whose values are plain strings (with a pattern) or integers (with a
+    minimum): a test of all its values at once, True when they all fit (False says only that
+    the slow walk must find which one does not)."""
+    if set(schema) - {"type", "pattern", "minimum", "description"}:
+        return None
+    if schema.get("type") == "string" and "minimum" not in schema:
+        search = re.compile(schema.get("pattern", "")).search
+
+        def strings(values: Iterable[object]) -> bool:
+            try:
+                return all(map(search, values))
+            except TypeError:  # not a string
+                return False
+
+        return strings
+    if schema.get("type") == "integer" and "pattern" not in schema:
+        least = schema.get("minimum")
+        return lambda values: all(type(v) is int and (least is None or v >= least)
+                                  for v in values)
+    return None
+
+
+def _array(items: _Check, leaf: _Check) -> _Check:
+    def check(value: object) -> Problem | None:
+        found = leaf(value)
+        if found is not None or not isinstance(value, list):
+            return found or ((), f"expected a list, got {_type_name(value)}")
+        for index, item in enumerate(value):
+            found = items(item)
+            if found is not None:
+                return (index, *found[0]), found[1]
+        return None
+
+    return check

@@ -43,5 +43,5 @@ def test_wheel_builds_without_deprecation_and_carries_license_and_urls(tmp_path:
     assert "Classifier: Programming Language :: Python :: 3.10" in text
     assert text.count("Project-URL: ") >= 2
     assert "importlib-metadata" not in text.lower() and "importlib_metadata" not in text
-    for schema in ("output.schema.json", "manifest.schema.json"):
+    for schema in ("output.schema.json", "manifest.schema.json", "snapshot.schema.json"):
         assert f"ascendpatch/data/{schema}" in names

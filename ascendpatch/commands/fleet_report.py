@@ -24,6 +24,7 @@ from pathlib import Path
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
 from ascendpatch.inspect import fleet
 from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot, HostStatus
+from ascendpatch.paths import NotRegularFileError, read_regular, shown
 from ascendpatch.results import Cell, CheckResult, CommandResult, Hint, Level, Phrase, Table, Tone
 from ascendpatch.shell import cliargs
 
@@ -36,11 +37,15 @@ def expand(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
+MAX_HOSTS_BYTES = 4 << 20  # 100,000 host names of 40 characters
+
+
 def read_hosts(path: Path) -> list[str]:
+    """The host names in ``path``, a regular file (a FIFO would hang the report)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"hosts file {path} cannot be read ({exc})",
+        text = read_regular(path, MAX_HOSTS_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError, NotRegularFileError) as exc:
+        raise InvalidInputError(f"hosts file {shown(path)} cannot be read ({exc})",
                                 fix="one host name per line") from None
     return [s for s in (line.split("#", 1)[0].strip() for line in text.splitlines()) if s]
 
@@ -61,7 +66,7 @@ def load_all(paths: Sequence[Path]) -> tuple[list[HostSnapshot], list[HostRow], 
             good.append(fleet.read(path, intern))
         except InvalidInputError as exc:
             warnings.append(f"skipped {exc}; host {fleet.host_name(path)} is shown as missing")
-            missing.append(fleet.missing_row(fleet.host_name(path), str(exc), str(path)))
+            missing.append(fleet.missing_row(fleet.host_name(path), str(exc), shown(path)))
     return good, missing, warnings
 
 
@@ -91,7 +96,7 @@ def report(paths: Sequence[Path], baseline: Path | None = None,
     good, missing, warnings = load_all(files)
     owners = fleet.Owners()
     if not good:
-        raise InvalidInputError("no readable snapshot among " + ", ".join(map(str, files)),
+        raise InvalidInputError("no readable snapshot among " + ", ".join(map(shown, files)),
                                 fix=Phrase("fetch them with the audit playbook or '",
                                            Hint(("snapshot", "-o", "HOST.json")), "'"))
     missing += _unanswered(expected, missing, good)
@@ -147,7 +152,9 @@ def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | 
         from ascendpatch.inspect import fleethtml
         from ascendpatch.store import atomic
 
-        atomic.write_atomic(output, fleethtml.render(fleet.to_json(rep)).encode("utf-8"))
+        # (every text in it is valid UTF-8 but a lone surrogate a node's JSON spelled out)
+        atomic.write_atomic(output, fleethtml.render(fleet.to_json(rep)).encode(
+            "utf-8", "backslashreplace"))
     summary = (f"fleet: {len(rep.rows)} host(s) against the {rep.baseline.source}: "
                f"{len(rep.drifted)} drifted, {len(rep.outliers)} outlier(s), "
                f"{len(rep.missing)} missing"

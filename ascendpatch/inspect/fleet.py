@@ -31,6 +31,7 @@ from packaging.utils import canonicalize_name
 
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect import snapshot
+from ascendpatch.paths import shown
 from ascendpatch.results import Level
 
 HEALTHY_ARTIFACT = ("already-applied", "applied", "skipped")
@@ -121,7 +122,8 @@ class Interner:
 
 
 def host_name(path: Path) -> str:
-    name = path.name
+    """The file name without ``.json``, as text (bytes that are not UTF-8 as ``\\xff``)."""
+    name = shown(path.name)
     for suffix in (".json", ".snapshot"):
         name = name.removesuffix(suffix)
     return name
@@ -130,8 +132,9 @@ def host_name(path: Path) -> str:
 WORDING = snapshot.Wording(unreadable="{path} cannot be read ({exc})",
                            not_json="{path} is not valid JSON (truncated? {exc})",
                            foreign="{path} is not an ascendpatch snapshot (foreign JSON)",
-                           other_format="{path} is a snapshot of format {found!r}; this "
-                                        "ascendpatch reads format {wanted}")
+                           other_format="{path} is a snapshot of format {found}; this "
+                                        "ascendpatch reads format {wanted}",
+                           invalid="{path} is not a valid snapshot ({problem})")
 
 
 def parse(doc: dict[str, Any], source: str, host: str, intern: Interner | None = None) \
@@ -151,14 +154,14 @@ def parse(doc: dict[str, Any], source: str, host: str, intern: Interner | None =
 
 
 def read(path: Path, intern: Interner | None = None) -> HostSnapshot:
-    return parse(snapshot.load(path, WORDING), str(path), host_name(path), intern)
+    return parse(snapshot.load(path, WORDING), shown(path), host_name(path), intern)
 
 
 def duplicate_hosts(paths: Sequence[Path]) -> dict[str, list[str]]:
     """Host names given by more than one snapshot file (which one is true is not ours to pick)."""
     by_host: dict[str, list[str]] = {}
     for path in paths:
-        by_host.setdefault(host_name(path), []).append(str(path))
+        by_host.setdefault(host_name(path), []).append(shown(path))
     return {h: files for h, files in by_host.items() if len(files) > 1}
 
 

@@ -16,8 +16,9 @@ from ascendpatch.env.target import Distribution, Target
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.audit import StatCache, hash_files
 from ascendpatch.manifest.model import Manifest
-from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.paths import NotRegularFileError, read_regular, shown
 from ascendpatch.results import Hint, Phrase
+from ascendpatch.untrusted import NotJsonError, Shape, UntrustedDocumentError, load_json
 
 SNAPSHOT_KIND = "ascendpatch-snapshot"
 SNAPSHOT_FORMAT = 1
@@ -81,12 +82,14 @@ def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
 class Wording:
     """How a reader of snapshots words the ways a file is none: each is part of that command's
     output (diff and audit --baseline fail with a fix; fleet lists the hosts it skipped).
-    Fields: ``{path}``, ``{exc}``, ``{found}`` (the document's format), ``{wanted}``."""
+    Fields: ``{path}``, ``{exc}``, ``{found}`` (the document's format), ``{wanted}``,
+    ``{problem}`` (where the document does not fit the schema, and how)."""
 
     unreadable: str
     not_json: str
     foreign: str
     other_format: str
+    invalid: str
     fix: str | None = None
 
 
@@ -95,28 +98,39 @@ DIFF_WORDING = Wording(unreadable="snapshot {path} cannot be read ({exc})",
                        not_json="{path} is not an ascendpatch snapshot (not JSON)",
                        foreign="{path} is not an ascendpatch snapshot",
                        other_format="snapshot {path} has format {found}; this ascendpatch "
-                                    "reads format {wanted}", fix=READ_FIX)
+                                    "reads format {wanted}",
+                       invalid="snapshot {path} is not valid: {problem}", fix=READ_FIX)
+MAX_BYTES = 64 << 20  # an --all-files snapshot of a 20,000-file image is about 3 MB
+SHAPE = Shape.from_data("snapshot.schema.json")
 
 
 def load(path: Path, wording: Wording = DIFF_WORDING) -> dict[str, Any]:
-    """The snapshot document in ``path``, checked to be one of the format this version reads:
-    the one reader of snapshot files (diff, audit --baseline, fleet)."""
+    """The snapshot document in ``path``, checked to be one of the format this version reads
+    and to fit ``ascendpatch/data/snapshot.schema.json``: the one reader of snapshot files
+    (diff, audit --baseline, fleet), which come from other hosts. A FIFO or device, a file of
+    more than MAX_BYTES, JSON nested deeper than untrusted.MAX_DEPTH or of another shape is
+    refused with one InvalidInputError, worded by the command."""
+    name = shown(path)
     try:
-        handle, _info = open_regular(path)  # a FIFO named as a snapshot must not hang diff
-        with handle:
-            text = handle.read().decode("utf-8")
+        text = read_regular(path, MAX_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError, NotRegularFileError) as exc:
-        raise InvalidInputError(wording.unreadable.format(path=path, exc=exc)) from None
+        raise InvalidInputError(wording.unreadable.format(path=name, exc=exc)) from None
     try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(wording.not_json.format(path=path, exc=exc),
+        doc = load_json(text, name)
+    except NotJsonError as exc:
+        raise InvalidInputError(wording.not_json.format(path=name, exc=exc.detail),
                                 fix=wording.fix) from None
+    except UntrustedDocumentError as exc:
+        raise InvalidInputError(str(exc), fix=wording.fix) from None
     if not isinstance(doc, dict) or doc.get("kind") != SNAPSHOT_KIND:
-        raise InvalidInputError(wording.foreign.format(path=path), fix=wording.fix)
+        raise InvalidInputError(wording.foreign.format(path=name), fix=wording.fix)
     if doc.get("format") != SNAPSHOT_FORMAT:
         raise InvalidInputError(wording.other_format.format(
-            path=path, found=doc.get("format"), wanted=SNAPSHOT_FORMAT))
+            path=name, found=repr(doc.get("format"))[:40], wanted=SNAPSHOT_FORMAT))
+    problem = SHAPE.problem(doc)
+    if problem is not None:
+        raise InvalidInputError(wording.invalid.format(path=name, problem=problem),
+                                fix=wording.fix)
     return doc
 
 
