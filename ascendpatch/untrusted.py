@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, cast
 
 MAX_DEPTH = 64  # far deeper than any document ascendpatch reads (snapshots: 5 levels)
 
@@ -30,20 +30,23 @@ class NotJsonError(UntrustedDocumentError):
 
 
 def depth_exceeds(doc: object, max_depth: int) -> bool:
-    """Whether ``doc`` nests lists / dicts deeper than ``max_depth`` (walked with a stack)."""
-    stack: list[tuple[object, int]] = [(doc, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: list[object] = list(node.values())
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
+    """Whether ``doc`` nests lists / dicts deeper than ``max_depth``: walked one level at a
+    time, keeping only the containers of the next level (a leaf costs one type test)."""
+    level: list[Any] = [doc] if type(doc) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > max_depth:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        below: list[Any] = []
+        for node in level:
+            values = node.values() if type(node) is dict else node
+            below += [v for v in values if type(v) in _CONTAINERS]
+        level = below
     return False
+
+
+_CONTAINERS = (dict, list)
 
 
 def load_json(data: bytes | str, what: str, max_depth: int = MAX_DEPTH) -> object:
@@ -73,7 +76,9 @@ _NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string",
                            bool: "true or false", int: "an integer", float: "a number",
                            type(None): "null"}
 _KEYWORDS = frozenset({"$schema", "title", "description", "type", "const", "pattern",
-                       "minimum", "properties", "required", "additionalProperties", "items"})
+                       "maxLength", "minimum", "properties", "required", "additionalProperties",
+                       "items"})
+_ONE_CLASS = re.compile(r"\^(\[[^\]\\]+\])\*\$")  # a pattern "^[...]*$": one character class
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -90,9 +95,10 @@ def _where(path: tuple[str | int, ...]) -> str:
 
 class Shape:
     """A JSON Schema of the few forms ascendpatch's documents need (``type``, ``const``,
-    ``pattern``, ``minimum``, ``properties``, ``required``, ``additionalProperties``,
-    ``items``), compiled once into checks that walk a document without recursion deeper than
-    the schema's own and build no text unless something is wrong. ``problem(doc)`` is the
+    ``pattern``, ``maxLength``, ``minimum``, ``properties``, ``required``,
+    ``additionalProperties``, ``items``), compiled once into checks that walk a document
+    without recursion deeper than the schema's own and build no text unless something is
+    wrong; a big map of plain values is checked at C speed. ``problem(doc)`` is the
     first place that does not fit, as one line (``files["a.py"]: expected a string, got a
     list``), or None. ``tests/test_untrusted.py`` checks it against the jsonschema library."""
 
@@ -127,13 +133,15 @@ def _compile(schema: Mapping[str, Any]) -> _Check:
 
 
 def _leaf(schema: Mapping[str, Any]) -> _Check:
-    """type, const, pattern and minimum: the checks of one value, not of what it holds."""
+    """type, const, pattern, maxLength and minimum: the checks of one value, not of what it
+    holds."""
     named = schema.get("type")
     kinds = tuple(dict.fromkeys(t for n in ([named] if isinstance(named, str) else named or [])
                                 for t in _TYPES[n]))
     wanted = " or ".join(_NAMES[t] for t in kinds)
     pattern = re.compile(schema["pattern"]).search if "pattern" in schema else None
     minimum = schema.get("minimum")
+    longest = schema.get("maxLength")
     const = schema.get("const", _NOTHING)
 
     def check(value: object) -> Problem | None:
@@ -144,6 +152,8 @@ def _leaf(schema: Mapping[str, Any]) -> _Check:
             return (), f"expected {json.dumps(const)}"
         if pattern is not None and isinstance(value, str) and not pattern(value):
             return (), f"{value[:80]!r} is not of the form {schema['pattern']}"
+        if longest is not None and isinstance(value, str) and len(value) > longest:
+            return (), f"longer than {longest} characters"
         if minimum is not None and isinstance(value, int) and value < minimum:
             return (), f"{value} is below {minimum}"
         return None
@@ -187,27 +197,52 @@ def _object(schema: Mapping[str, Any], leaf: _Check) -> _Check:
     return check
 
 
-def _all_fit(schema: Mapping[str, Any]) -> Callable[[Iterable[object]], bool] | None:
-    """For a map whose values are plain strings (with a pattern) or integers (with a
-    minimum): a test of all its values at once, True when they all fit (False says only that
-    the slow walk must find which one does not)."""
-    if set(schema) - {"type", "pattern", "minimum", "description"}:
+def _all_fit(schema: Mapping[str, Any]) -> Callable[[Collection[object]], bool] | None:
+    """For a map whose values are plain strings (with a pattern, a maxLength) or integers (with
+    a minimum): a test of all its values at once, True when they all fit (False says only
+    that the slow walk must find which one does not)."""
+    if set(schema) - {"type", "pattern", "maxLength", "minimum", "description"}:
         return None
     if schema.get("type") == "string" and "minimum" not in schema:
-        search = re.compile(schema.get("pattern", "")).search
-
-        def strings(values: Iterable[object]) -> bool:
-            try:
-                return all(map(search, values))
-            except TypeError:  # not a string
-                return False
-
-        return strings
-    if schema.get("type") == "integer" and "pattern" not in schema:
-        least = schema.get("minimum")
-        return lambda values: all(type(v) is int and (least is None or v >= least)
-                                  for v in values)
+        return _all_strings(schema.get("pattern"), schema.get("maxLength"))
+    if schema.get("type") == "integer" and not {"pattern", "maxLength"} & set(schema):
+        return _all_integers(schema.get("minimum"))
     return None
+
+
+def _all_strings(pattern: str | None, longest: int | None) \
+        -> Callable[[Collection[object]], bool]:
+    """Joined, the values are type-checked in C (a non-string stops the join); a pattern of
+    one class of ASCII characters (``^[0-9a-f]*$``) is then one ``bytes.translate`` of the
+    joined text, any other is searched in each value."""
+    one_class = _ONE_CLASS.fullmatch(pattern) if pattern is not None else None
+    allowed = bytes(c for c in range(128) if one_class and re.fullmatch(one_class.group(1), chr(c)))
+    each = re.compile(pattern).search if pattern is not None else None
+
+    def strings(values: Collection[object]) -> bool:
+        texts = cast("Collection[str]", values)
+        try:
+            joined = "".join(texts)
+        except TypeError:  # not a string
+            return False
+        if one_class is not None:
+            if not joined.isascii() or joined.encode("ascii").translate(None, allowed):
+                return False  # (a character outside the class, or one to search for)
+        elif each is not None and not all(map(each, texts)):
+            return False
+        return longest is None or max(map(len, texts), default=0) <= longest
+
+    return strings
+
+
+def _all_integers(least: int | None) -> Callable[[Collection[object]], bool]:
+    def integers(values: Collection[object]) -> bool:
+        if not set(map(type, values)) <= {int}:
+            return False
+        numbers = cast("Collection[int]", values)
+        return least is None or min(numbers, default=least) >= least
+
+    return integers
 
 
 def _array(items: _Check, leaf: _Check) -> _Check:

@@ -10,6 +10,10 @@ with a modified file, every 13th with an extra package. Each size runs
 wall time and peak RSS, the named baseline (a process that only json.loads the same files) and
 the time per host x package, which stays flat when the cost grows linearly.
 Goal at 500 hosts: <= 2 s and <= 300 MB.
+
+``--hostile N`` makes host ``node-0000`` a hostile node that claims N invented packages (each
+with one file of its own), as a compromised node could send: what one host can add to the
+report is bounded (fleet.MAX_HOST_COLUMNS), so the same goal holds.
 """
 
 from __future__ import annotations
@@ -71,9 +75,23 @@ def vary(base: dict[str, Any], i: int) -> dict[str, Any]:
     return doc
 
 
-def generate(base: dict[str, Any], n: int, folder: Path) -> None:
+def invent(doc: dict[str, Any], count: int) -> dict[str, Any]:
+    """``doc`` claiming ``count`` more packages, each with one file."""
+    doc = copy.deepcopy(doc)
+    for i in range(count):
+        name = f"invented-{i:05d}"
+        doc["distributions"][name] = {"name": name, "version": f"1.{i}", "installer": "pip",
+                                      "requested": True, "direct_url": None}
+        doc["files"][f"invented_{i:05d}/__init__.py"] = _rehash(name, "x")
+    return doc
+
+
+def generate(base: dict[str, Any], n: int, folder: Path, hostile: int = 0) -> None:
     for i in range(n):
-        (folder / f"node-{i:04d}.json").write_text(json.dumps(vary(base, i), indent=1))
+        doc = vary(base, i)
+        if i == 0 and hostile:
+            doc = invent(doc, hostile)
+        (folder / f"node-{i:04d}.json").write_text(json.dumps(doc, indent=1))
 
 
 def measure(cmd: list[str], repeat: int) -> tuple[float, float]:
@@ -93,6 +111,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="50,200,500")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--hostile", type=int, default=0, metavar="N",
+                        help="node-0000 claims N invented packages")
     args = parser.parse_args()
     base = real_snapshot()
     packages = len(base["distributions"])
@@ -101,19 +121,24 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "snapshots"
             folder.mkdir()
-            generate(base, n, folder)
+            generate(base, n, folder, args.hostile)
             report = [sys.executable, "-m", "ascendpatch", "--json", "fleet-report",
                       str(folder), "-o", str(Path(tmp) / "report.html")]
             seconds, mb = measure(report, args.repeat)
+            page_mb = (Path(tmp) / "report.html").stat().st_size / 2**20
             load, load_mb = measure([sys.executable, "-c", LOAD_ONLY, str(folder)],
                                     args.repeat)
         per = seconds / (n * packages) * 1e6
-        rows.append({"hosts": n, "packages": packages, "files": len(base["files"]),
+        rows.append({"hosts": n, "packages": packages, "hostile": args.hostile,
+                     "files": len(base["files"]),
                      "seconds": round(seconds, 3), "peak_mb": round(mb, 1),
+                     "page_mb": round(page_mb, 2),
                      "json_load_seconds": round(load, 3), "json_load_mb": round(load_mb, 1),
                      "ratio": round(seconds / load, 2), "us_per_host_package": round(per, 1)})
-        print(f"{n:4d} hosts x {packages} packages ({len(base['files'])} files each): "
-              f"fleet-report {seconds:.2f} s, {mb:.0f} MB peak | json.load only {load:.2f} s, "
+        print(f"{n:4d} hosts x {packages} packages ({len(base['files'])} files each"
+              + (f"; one claims {args.hostile} more" if args.hostile else "") + "): "
+              f"fleet-report {seconds:.2f} s, {mb:.0f} MB peak, page {page_mb:.1f} MB | "
+              f"json.load only {load:.2f} s, "
               f"{load_mb:.0f} MB | ratio {seconds / load:.2f} | {per:.1f} us per host x package")
     last = rows[-1]
     ok = last["seconds"] <= GOAL_SECONDS and last["peak_mb"] <= GOAL_MB

@@ -162,3 +162,39 @@ def test_without_a_majority_set_each_file_gets_its_own_vote(snaps: Path, tmp_pat
     assert isinstance(fleet, dict) and code == 1
     for i, row in enumerate(fleet["hosts"]):
         assert row["diff"] == [f"+file {names[i]} (modified)"]
+
+
+def test_one_host_adds_a_bounded_number_of_columns_and_says_so(snaps: Path,
+                                                                tmp_path: Path) -> None:
+    """A node whose snapshot claims 60 invented packages (each with a file) and 40 artifacts
+    adds at most MAX_HOST_COLUMNS columns: the rest are counted in its drift and named in one
+    warning, so one hostile node cannot blow up the table, the page or the time (issue 22;
+    bench/fleet.py --hostile 20000 measures it at 500 hosts)."""
+    bound = 20  # fleet.MAX_HOST_COLUMNS (checked last: the test runs on code without it)
+    doc = json.loads((snaps / "node-a.json").read_text())
+    for i in range(60):
+        doc["distributions"][f"invented-{i:02d}"] = {"version": "1.0"}
+        doc["files"][f"invented_{i:02d}/__init__.py"] = "0" * 64
+    doc["artifacts"].update({f"fake-{i:02d}": "applied" for i in range(40)})
+    (snaps / "node-z.json").write_text(json.dumps(doc))
+    page = tmp_path / "fleet.html"
+    code, report, out = _report(snaps, "-o", page)
+    fleet = report["fleet"]
+    assert isinstance(fleet, dict) and code == 1
+    added = [c for c in fleet["columns"] if "invented" in c or "fake-" in c]
+    assert len(added) == bound
+    beyond = 100 - bound
+    line = (f"node-z differs in {beyond} more package(s) or artifact(s) than the "
+            f"{bound} columns one host may add")
+    assert any(w.startswith(line) for w in fleet["warnings"]) and f"[WARN] {line}" in out
+    row = next(r for r in fleet["hosts"] if r["host"] == "node-z")
+    assert row["drift"] >= 100 and row["status"] == "outlier"
+    assert f"{beyond} more package(s) or artifact(s) differ" in row["diff"][-1]
+    assert "and 55 more" in next(c["detail"] for c in row["cells"] if c["check"] == "files")
+    assert "invented-59" not in page.read_text()
+    others = [r for r in fleet["hosts"] if r["host"] != "node-z"]
+    assert {r["host"]: r["status"] for r in others} == {
+        "node-a": "ok", "node-b": "ok", "node-c": "drift", "node-d": "ok", "node-e": "outlier"}
+    from ascendpatch.inspect.fleet import MAX_HOST_COLUMNS
+
+    assert bound == MAX_HOST_COLUMNS

@@ -16,13 +16,19 @@ differs (another version, a package more or less), an artifact is in another hea
 the baseline's own artifact status is unhealthy. ``FAIL`` (red, a host that *drifted*): an
 artifact not applied where the baseline has it, or a file changed against the hosts at the
 same package version.
+
+What one host can add is bounded, since a node's snapshot is untrusted: a package or artifact
+column that only one host differs in counts against that host, which adds at most
+``MAX_HOST_COLUMNS`` of them (the rest are counted in its drift and named in a warning);
+``MAX_NAMES`` names and ``MAX_DIFF_LINES`` diff lines are shown per host. So a node that claims
+20,000 invented packages costs the report what 20 columns and its own lines cost.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +44,9 @@ HEALTHY_ARTIFACT = ("already-applied", "applied", "skipped")
 ABSENT = "absent"
 # Packages whose version is always a column when present (the stack the catalog pins).
 STACK = ("vllm-ascend", "vllm", "torch", "torch-npu", "transformers")
+MAX_HOST_COLUMNS = 20  # columns that one host alone may add (as many as a real outlier needs)
+MAX_NAMES = 5  # owner versions named in one "not compared" cell
+MAX_DIFF_LINES = 200  # diff lines kept per host (its drift counts them all)
 
 
 class HostStatus(str, enum.Enum):
@@ -89,6 +98,7 @@ class HostRow:
     diff: tuple[str, ...] = ()  # "-baseline" / "+host" lines
     source: str = ""
     reason: str = ""  # why a host is missing
+    hidden: int = 0  # differences beyond the MAX_HOST_COLUMNS columns this host could add
 
 
 @dataclass(frozen=True)
@@ -218,8 +228,11 @@ def majority_baseline(hosts: Sequence[HostSnapshot], owners: Owners | None = Non
     owners = owners or Owners()
 
     def vote(maps: list[dict[str, str]]) -> dict[str, str]:
-        keys = sorted(set().union(*maps)) if maps else []
-        return {k: _majority(m.get(k, ABSENT) for m in maps) for k in keys}
+        """Per key, the value most hosts have; a key fewer than half the hosts have is
+        absent from the baseline without a vote (linear in what the hosts hold)."""
+        present = Counter(k for m in maps for k in m)
+        return {k: _majority(m.get(k, ABSENT) for m in maps) for k in sorted(present)
+                if present[k] * 2 >= len(maps)}
 
     def vote_files(maps: list[dict[str, str]]) -> dict[str, str]:
         """Most hosts share one exact set of files: when more than half do, that set is the
@@ -231,10 +244,13 @@ def majority_baseline(hosts: Sequence[HostSnapshot], owners: Owners | None = Non
         return vote(maps)
 
     grouped = [owners.groups(h) for h in hosts]
+    holders: dict[Group, list[int]] = {("", ""): list(range(len(hosts)))}
+    for index, host in enumerate(hosts):  # the hosts of each owner version (_group_of_host)
+        for name, version in host.packages.items():
+            holders.setdefault((name, version), []).append(index)
     every = {g for groups in grouped for g in groups}
-    per_group = {g: [groups.get(g, {}) for h, groups in zip(hosts, grouped, strict=True)
-                     if _group_of_host(h, g)] for g in every}
-    files = {g: vote_files(maps) for g, maps in per_group.items()}
+    per_group = {g: [grouped[i].get(g, {}) for i in holders.get(g, ())] for g in every}
+    files = {g: vote_files(maps) if len(maps) > 1 else maps[0] for g, maps in per_group.items()}
     comparable = frozenset(g for g, maps in per_group.items() if len(maps) >= 2)
     return Baseline(f"majority of {len(hosts)} host(s)",
                     vote([h.packages for h in hosts]), vote([h.artifacts for h in hosts]),
@@ -247,14 +263,51 @@ def baseline_from(snapshot: HostSnapshot, owners: Owners | None = None) -> Basel
                     frozenset(files))
 
 
-def columns(hosts: Sequence[HostSnapshot], base: Baseline) -> tuple[str, ...]:
-    names = set(base.packages) | {n for h in hosts for n in h.packages}
-    shown = [n for n in sorted(names)
-             if n in STACK or any(h.packages.get(n, ABSENT) != base.packages.get(n, ABSENT)
-                                  for h in hosts)]
-    shown.sort(key=lambda n: (n not in STACK, STACK.index(n) if n in STACK else 0, n))
-    artifacts = sorted(set(base.artifacts) | {a for h in hosts for a in h.artifacts})
-    return (*(f"pkg:{n}" for n in shown), *(f"artifact:{a}" for a in artifacts), "files")
+@dataclass(frozen=True)
+class Columns:
+    checks: tuple[str, ...]
+    hidden: dict[str, int]  # host -> the columns it alone differs in beyond MAX_HOST_COLUMNS
+
+
+def _differing(have: dict[str, str], want: dict[str, str]) -> Iterator[str]:
+    """The names whose value in ``have`` is not the one in ``want`` (ABSENT when missing)."""
+    yield from (n for n, v in have.items() if want.get(n, ABSENT) != v)
+    yield from (n for n, v in want.items() if v != ABSENT and n not in have)
+
+
+def columns(hosts: Sequence[HostSnapshot], base: Baseline) -> Columns:
+    """The stack's packages and the baseline's artifacts, always; then each package or
+    artifact some host differs in: those that two hosts or more differ in, all; those that
+    one host alone differs in, at most MAX_HOST_COLUMNS per host (the others hidden)."""
+    differ: dict[str, list[str]] = {}
+    for host in hosts:
+        for prefix, have, want in (("pkg:", host.packages, base.packages),
+                                   ("artifact:", host.artifacts, base.artifacts)):
+            for name in _differing(have, want):
+                differ.setdefault(prefix + name, []).append(host.host)
+    chosen = {f"pkg:{n}" for n in STACK
+              if base.packages.get(n, ABSENT) != ABSENT or any(n in h.packages for h in hosts)}
+    chosen |= {f"artifact:{a}" for a, status in base.artifacts.items() if status != ABSENT}
+    alone: dict[str, list[str]] = {}
+    for check, who in differ.items():
+        if check not in chosen and len(who) == 1:
+            alone.setdefault(who[0], []).append(check)
+        else:
+            chosen.add(check)
+    hidden: dict[str, int] = {}
+    for name, checks in alone.items():
+        checks.sort(key=_column_order)
+        chosen.update(checks[:MAX_HOST_COLUMNS])
+        if len(checks) > MAX_HOST_COLUMNS:
+            hidden[name] = len(checks) - MAX_HOST_COLUMNS
+    return Columns((*sorted(chosen, key=_column_order), "files"), hidden)
+
+
+def _column_order(check: str) -> tuple[int, int, str]:
+    kind, name = check.split(":", 1)
+    if kind == "artifact":
+        return 2, 0, name
+    return (0, STACK.index(name), name) if name in STACK else (1, 0, name)
 
 
 def _package_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
@@ -323,7 +376,9 @@ def _files_cell(drift: FileDrift) -> Cell:
         more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
         return Cell("files", Level.FAIL, str(len(changes)), "0", f"{text}: {first}{more}")
     if drift.unchecked:
-        names = ", ".join(f"{o} {v}" for o, v in drift.unchecked)
+        beyond = len(drift.unchecked) - MAX_NAMES
+        names = ", ".join(f"{o} {v}" for o, v in drift.unchecked[:MAX_NAMES]) + (
+            f" and {beyond} more" if beyond > 0 else "")
         return Cell("files", Level.WARN, "?", "0",
                     f"not compared: no other host has {names}")
     return Cell("files", Level.OK, "0", "0", "every hashed file as the baseline")
@@ -345,7 +400,9 @@ def _diff_lines(cells: Sequence[Cell], drift: FileDrift) -> tuple[str, ...]:
 
 
 def compare(host: HostSnapshot, base: Baseline, cols: Sequence[str],
-            owners: Owners | None = None) -> HostRow:
+            owners: Owners | None = None, hidden: int = 0) -> HostRow:
+    """``hidden``: how many packages and artifacts this host differs in that have no column
+    (beyond what one host may add): counted in its drift, named in its last diff line."""
     drift = file_drift(host, base, owners or Owners())
     cells: list[Cell] = []
     for check in cols:
@@ -355,14 +412,24 @@ def compare(host: HostSnapshot, base: Baseline, cols: Sequence[str],
             cells.append(_artifact_cell(check, host, base))
         else:
             cells.append(_files_cell(drift))
-    # (every package that differs anywhere has a column: nothing is left uncounted)
+    # (every package or artifact that differs has a column or is counted in ``hidden``)
     count = sum(1 for c in cells if c.level is not Level.OK and c.check != "files")
-    count += len(drift.changes)
-    levels = {c.level for c in cells}
+    count += len(drift.changes) + hidden
+    levels = {c.level for c in cells} | ({Level.WARN} if hidden else set())
     status = (HostStatus.DRIFT if Level.FAIL in levels else
               HostStatus.OUTLIER if Level.WARN in levels else HostStatus.OK)
-    return HostRow(host.host, status, tuple(cells), count, _diff_lines(cells, drift),
-                   host.source)
+    return HostRow(host.host, status, tuple(cells), count,
+                   _bounded(_diff_lines(cells, drift), hidden), host.source, hidden=hidden)
+
+
+def _bounded(lines: tuple[str, ...], hidden: int) -> tuple[str, ...]:
+    kept = lines[:MAX_DIFF_LINES]
+    if len(lines) > MAX_DIFF_LINES:
+        kept += (f"... {len(lines) - MAX_DIFF_LINES} more line(s), not shown",)
+    if hidden:
+        kept += (f"... {hidden} more package(s) or artifact(s) differ, without a column (one "
+                 f"host adds at most {MAX_HOST_COLUMNS})",)
+    return kept
 
 
 def missing_row(host: str, reason: str, source: str = "") -> HostRow:
@@ -373,9 +440,13 @@ def build(hosts: Sequence[HostSnapshot], base: Baseline, missing: Sequence[HostR
           warnings: Sequence[str] = (), owners: Owners | None = None) -> FleetReport:
     owners = owners or Owners()
     cols = columns(hosts, base)
-    rows = [compare(h, base, cols, owners) for h in hosts] + list(missing)
+    rows = [compare(h, base, cols.checks, owners, cols.hidden.get(h.host, 0)) for h in hosts]
+    rows += list(missing)
     rows.sort(key=lambda r: r.host)
-    return FleetReport(cols, tuple(rows), base, tuple(warnings))
+    bounded = [f"{host} differs in {count} more package(s) or artifact(s) than the "
+               f"{MAX_HOST_COLUMNS} columns one host may add: they are counted in its drift, "
+               "not shown" for host, count in sorted(cols.hidden.items())]
+    return FleetReport(cols.checks, tuple(rows), base, (*warnings, *bounded))
 
 
 def to_json(report: FleetReport) -> dict[str, Any]:
@@ -384,7 +455,7 @@ def to_json(report: FleetReport) -> dict[str, Any]:
     return {
         "baseline": {"source": base.source,
                      "packages": {k: v for k, v in base.packages.items() if v != ABSENT},
-                     "artifacts": base.artifacts,
+                     "artifacts": {k: v for k, v in base.artifacts.items() if v != ABSENT},
                      "files": sum(len(f) for f in base.files.values())},
         "columns": list(report.columns),
         "hosts": [{"host": r.host, "status": r.status.value, "drift": r.drift, "source": r.source,
