@@ -8,6 +8,7 @@ directly with ``importlib.metadata`` and needs no interpreter at all.
 from __future__ import annotations
 
 import csv
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +20,7 @@ from packaging.utils import canonicalize_name
 from ascendpatch.env import inscript
 from ascendpatch.errors import TargetError
 from ascendpatch.hashing import record_to_hex
+from ascendpatch.paths import NotRegularFileError, describe_mode, read_regular
 
 if TYPE_CHECKING:
     from importlib import metadata
@@ -42,23 +44,52 @@ class RecordEntry(NamedTuple):  # a tuple: audits build ~20k of these
 Row = tuple[str, str | None, int | None]  # path, "sha256=..." or None, size
 
 
+MAX_RECORD_BYTES = 64 << 20  # torch's RECORD, the largest known, is about 1 MB
+
+
 def read_record(metadata_dir: Path | str) -> list[Row]:
     """A RECORD's rows (for Distribution.record and the audit), in one tight loop: a plain row
-    is split from the right (hash and size never contain commas); only quoted rows go to csv."""
+    is split from the right (hash and size never contain commas); only quoted rows go to csv.
+
+    RECORD is the target's, not ours: this never raises and never waits. A RECORD that is
+    missing, not a regular file (a FIFO would hang the audit) or over MAX_RECORD_BYTES has no
+    rows; bytes that are not UTF-8 are kept as ``os.fsdecode`` keeps them (so the path still
+    names its file); a row csv cannot read, or whose path holds a NUL, is skipped; a size that
+    is not ASCII digits is no size."""
     try:
-        with open(f"{metadata_dir}/RECORD", encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError:
+        data = read_regular(f"{metadata_dir}/RECORD", MAX_RECORD_BYTES)
+    except (OSError, NotRegularFileError):
         return []
     rows: list[Row] = []
-    for line in text.splitlines():
-        fields = next(csv.reader([line]), []) if '"' in line else line.rsplit(",", 2)
-        if not fields or not fields[0]:
+    for line in data.decode("utf-8", "surrogateescape").splitlines():
+        fields = _quoted(line) if '"' in line else line.rsplit(",", 2)
+        if not fields or not fields[0] or "\0" in fields[0]:
             continue
         digest = fields[1] if len(fields) > 1 and fields[1].startswith("sha256=") else None
-        size = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
-        rows.append((fields[0], digest, size))
+        sized = len(fields) > 2 and fields[2].isascii() and fields[2].isdigit()
+        rows.append((fields[0], digest, int(fields[2]) if sized else None))
     return rows
+
+
+def record_problem(metadata_dir: Path | str) -> str | None:
+    """Why a RECORD that is there gives no rows (read_record): not a regular file, or over
+    MAX_RECORD_BYTES; None when it is readable, or not there at all."""
+    try:
+        info = (Path(metadata_dir) / "RECORD").stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return f"its RECORD is {describe_mode(info.st_mode)}, not a regular file"
+    if info.st_size > MAX_RECORD_BYTES:
+        return f"its RECORD is larger than {MAX_RECORD_BYTES >> 20} MiB"
+    return None
+
+
+def _quoted(line: str) -> list[str]:
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:  # (a NUL, say)
+        return []
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,16 @@ from ascendpatch.manifest.model import (
     resolve_path,
 )
 from ascendpatch.manifest.needed import Condition
+from ascendpatch.paths import NotRegularFileError, read_regular
 from ascendpatch.results import Hint, Phrase
 
 DEFAULT_MANIFEST = "default"
 MAX_DEPTH = 64  # no manifest needs more; deeper input is refused before anything recurses
+# Values that aliases may add beyond the document's own: ``<<: *defaults`` in every artifact
+# needs a few thousand; a 1 KB "billion laughs" of nested aliases would need 10^9 (and took
+# minutes of schema walking, exponential in the nesting).
+MAX_ALIAS_VALUES = 100_000
+MAX_MANIFEST_BYTES = 128 << 20  # (the bundled ones are a few KB; 60 MB still loads)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -53,6 +59,51 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
                     f"duplicate key {key!r} (each key may appear once)", key_node.start_mark)
         result: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return result
+
+    def get_single_data(self) -> Any:
+        """The document, once its node graph is known not to expand past its own size by
+        more than MAX_ALIAS_VALUES through aliases (nothing is constructed before)."""
+        node = self.get_single_node()
+        if node is None:
+            return None
+        problem = _alias_problem(node)
+        if problem is not None:
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        return self.construct_document(node)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _alias_problem(root: yaml.Node) -> str | None:
+    """Why aliases make the node graph too big to construct (each node's expanded size,
+    computed once: linear in the distinct nodes), or None."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if children_done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = min(1 + sum(sizes[id(c)] for c in children), 1 << 40)
+            continue
+        if id(node) in open_nodes:
+            return "an alias refers to a value that contains it"
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    if sizes[id(root)] - len(sizes) > MAX_ALIAS_VALUES:
+        return (f"aliases expand it by more than {MAX_ALIAS_VALUES} values; a manifest never "
+                "needs that")
+    return None
 
 
 def _too_deep(document: object) -> str | None:
@@ -182,9 +233,9 @@ def bundled_names() -> list[str]:
 
 
 def read_document(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # a regular file (a FIFO would hang every command), of at most MAX_MANIFEST_BYTES
+        text = read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError, NotRegularFileError) as exc:
         raise ManifestError([f"{path}: cannot read ({exc})"]) from None
     document = parse_yaml(text, path)
     if not isinstance(document, dict):

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from ascendpatch.env.target import read_record
+from ascendpatch.env.target import Row, read_record, record_problem
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.inspect.audit import classify
 from ascendpatch.inspect.audit import orphans as walks
@@ -86,7 +86,7 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
     report.files_checked, report.files_hashed = len(outcome.digests), outcome.hashed
     summary = Summary(records_key)
     report.findings = [*classify.record_findings(outcome, entries, wanted, summary),
-                       *orphan_findings]
+                       *orphan_findings, *_unread_records(target, chosen, rows, summary)]
     if full:
         _remember(cache, entries, summary)
     cache.save()
@@ -95,6 +95,25 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
                              before_hashing)
     report.timings.total = clock() - start
     return report
+
+
+def _unread_records(target: Target, chosen: Iterable[Distribution],
+                    rows: Mapping[Distribution, list[Row]], summary: Summary) \
+        -> list[AuditFinding]:
+    """A RECORD that is there but gave no rows (a FIFO, a huge file) hides every file of its
+    distribution: that is a finding, never a clean audit."""
+    found = []
+    for dist in chosen:
+        why = record_problem(dist.metadata_dir) if not rows[dist] else None
+        if why is not None:
+            summary.unreadable = True  # (not answered from the cache next time)
+            path = str(dist.metadata_dir / "RECORD")
+            key = os.path.relpath(path, target.root) if path.startswith(
+                str(target.root) + "/") else path
+            found.append(AuditFinding("unreadable", key, dist.name,
+                                      f"{dist.name} {dist.version}: {why}; its files are "
+                                      "unchecked"))
+    return found
 
 
 def _merged(timings: Timings, records: float, orphans: float, before_hashing: float) \

@@ -68,7 +68,8 @@ def parse_patch(text: str | bytes, *, origin: str) -> tuple[FilePatch, ...]:
     try:
         patch_set = PatchSet(StringIO(text, newline="\n"))
     except (UnidiffParseError, ValueError, IndexError) as exc:
-        raise PatchFormatError(f"{origin}: not a valid unified diff ({exc})") from None
+        raise PatchFormatError(f"{origin}: not a valid unified diff ({_one_line(exc)})") \
+            from None
     if len(patch_set) == 0:
         raise PatchFormatError(f"{origin}: contains no file changes (empty or not a diff)")
     files = tuple(_file_patch(patched, origin) for patched in patch_set)
@@ -76,6 +77,13 @@ def parse_patch(text: str | bytes, *, origin: str) -> tuple[FilePatch, ...]:
     if len(set(paths)) != len(paths):
         raise PatchFormatError(f"{origin}: changes the same file more than once")
     return files
+
+
+def _one_line(exc: Exception) -> str:
+    """unidiff's message quotes the offending line, its newline and all: one line of at most
+    120 characters (a patch is anyone's text)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _strip_prefix(name: str) -> str:
