@@ -26,6 +26,7 @@ from tests.kit import (
     run_cli,
     run_process,
     tree_digest,
+    unmount,
 )
 
 MOD = "".join(f"value_{i} = {i}\n" for i in range(1, 200))
@@ -59,9 +60,7 @@ def small_fs(where: Path, size_kb: int = 1024) -> Iterator[Path]:
     try:
         yield where
     finally:
-        subprocess.run(["umount", str(where)], check=False)
-        if os.path.ismount(where):
-            subprocess.run(["umount", "-l", str(where)], check=False)
+        unmount(where)
 
 
 def _target(root: Path, tmp: Path) -> tuple[Path, Path]:

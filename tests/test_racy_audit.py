@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import make_dist, make_small_demo, run_cli, write_small_manifest
+from tests.kit import make_dist, make_small_demo, run_cli, unmount, write_small_manifest
 
 pytestmark = pytest.mark.integration  # mkfs.ext4 and mount, and waits for second boundaries
 
@@ -47,9 +47,7 @@ def coarse_ext4(where: Path) -> Iterator[Path]:
     try:
         yield mount
     finally:
-        subprocess.run(["umount", str(mount)], check=False)
-        if os.path.ismount(mount):
-            subprocess.run(["umount", "-l", str(mount)], check=False)
+        unmount(mount)
 
 
 def _skip(reason: str) -> None:

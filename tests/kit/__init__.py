@@ -101,6 +101,13 @@ class Run:
         return doc
 
 
+def unmount(where: Path) -> None:
+    """Unmount a file system a test mounted (lazily when something still holds it)."""
+    subprocess.run(["umount", str(where)], check=False)
+    if os.path.ismount(where):
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
 def past_racy_window(path: Path) -> None:
     """Wait until what a test just wrote under ``path`` is older than the stat cache's racy
     window (inspect/audit/statcache.racy), as files installed minutes before an audit are: a
