@@ -14,6 +14,8 @@ with ``pytest --hypothesis-show-statistics``):
   deadlines 2 s and 3 s; the alias bomb under RLIMIT_AS (768 MiB).
 * patches (patchfile/diffpatch parse_patch): 400 examples, deadline 1 s.
 * log lines (deploy/logs triage over stream_lines): 200 examples, deadline 2 s.
+* printed text (deploy/text.printable): 300 examples, deadline 1 s; ``--hosts`` files
+  (commands/fleet_report.read_hosts): 200 examples, deadline 1 s.
 """
 
 from __future__ import annotations
@@ -246,3 +248,37 @@ def test_any_log_is_triaged_and_each_line_printed_on_one_line(lines: list[str], 
     # itself hold a "Traceback" line: it is shown, escaped, as the log's text)
     for line in run.out.splitlines():
         assert line.startswith(("[OK]", "[WARN]", "[FAIL]", "[SKIP]", "    ", "logs:")), line
+
+
+# --------------------------------------------------------------------------- small ones
+
+
+@settings(max_examples=300, deadline=1000)
+@given(text=st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF,
+                                           categories=None), max_size=40))
+def test_printable_text_is_one_line_that_any_utf8_stream_takes(text: str) -> None:
+    """deploy/text.printable (every line output prints goes through it): no control
+    character, no newline, no lone surrogate left; strict UTF-8 always encodes it."""
+    from ascendpatch.deploy.text import printable
+
+    shown = printable(text)
+    shown.encode("utf-8")  # strict: a lone surrogate would raise
+    assert "\n" not in shown and "\r" not in shown and "\x1b" not in shown
+
+
+@settings(max_examples=200, deadline=1000, suppress_health_check=FIXTURES)
+@given(data=st.binary(max_size=200) | st.text(max_size=60).map(
+    lambda t: t.encode("utf-8", "surrogatepass")))
+def test_any_hosts_file_is_names_or_one_error(data: bytes, tmp_path: Path) -> None:
+    """fleet-report --hosts FILE: host names (no comment, no blank) or one InvalidInputError."""
+    from ascendpatch.commands.fleet_report import read_hosts
+    from ascendpatch.errors import InvalidInputError
+
+    path = _fresh(tmp_path) / "hosts.txt"
+    path.write_bytes(data)
+    try:
+        names = read_hosts(path)
+    except InvalidInputError as exc:
+        assert "\n" not in str(exc) and "hosts.txt cannot be read" in str(exc)
+        return
+    assert all(name and name == name.strip() and "#" not in name for name in names)
