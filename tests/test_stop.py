@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ascendpatch.deploy import procs
 from tests.kit import REPO, run_cli, run_process
 
 TITLED = r"""
@@ -36,17 +40,21 @@ time.sleep(600)
 # child that has a TERM-ignoring worker, and (host case) an EngineCore that escaped into its own
 # session and whose launcher exited: re-parented to PID 1.
 SERVER = r"""
-import json, os, subprocess, sys, time
+import json, os, socket, subprocess, sys, time
 titled = os.environ["TITLED"]
 def spawn(*args, **kw):
     return subprocess.Popen([sys.executable, "-c", titled, *args], **kw)
+kept = ()
+if os.environ.get("PORT"):  # the API socket; the engine inherits it, as a forked child does
+    listening = socket.create_server(("127.0.0.1", int(os.environ["PORT"])))
+    kept = (listening.fileno(),)
 engine = subprocess.Popen([sys.executable, "-c",
     "import ctypes, subprocess, sys, time\n"
     "ctypes.CDLL(None).prctl(15, b'VLLM::EngineCore', 0, 0, 0)\n"
     "w = subprocess.Popen([sys.executable, '-c', sys.argv[1], 'VLLM::Worker_TP0',"
     " 'ignore-term'])\n"
     "print(w.pid, flush=True)\n"
-    "time.sleep(600)", titled], stdout=subprocess.PIPE, text=True)
+    "time.sleep(600)", titled], stdout=subprocess.PIPE, text=True, pass_fds=kept)
 worker = int(engine.stdout.readline())
 info = {"server": os.getpid(), "engine": engine.pid, "worker": worker}
 if os.environ.get("ESCAPE") == "1":
@@ -229,6 +237,11 @@ def test_the_server_tree_stops_and_every_canary_survives(host: dict[str, Any]) -
     assert f"PID {pids['other_engine']} (VLLM::EngineCor) belongs to a live server" in out
     assert (f"leftover PID {pids['foreign']} (VLLM::EngineCore) belongs to uid 65534, not to "
             "you: left alone (--force-user") in out
+    # the final check sees every leftover, not only those this run signalled (on 89ee836 it
+    # said "[OK] nothing ... running" with the other user's orphan still there)
+    assert "[OK] nothing of the server" not in out
+    assert ("[WARN] still running, of the server or orphaned, and not stopped by this run: "
+            f"PID {pids['foreign']} (VLLM::EngineCore, uid 65534)") in out
 
 
 @pytest.mark.integration
@@ -354,7 +367,7 @@ def test_zombie_is_reported_with_its_parent_and_no_memory_claim() -> None:
     doc = _ns(ZOMBIE)
     out = doc["out"]
     assert doc["code"] == 0, out
-    assert f"PID {doc['zombie']} (VLLM::Worker_TP) is a zombie (state Z)" in out
+    assert f"PID {doc['zombie']} (VLLM::Worker_TP) is still a zombie (state Z)" in out
     assert "vllm-project/vllm-ascend#9888" in out
     assert f"only its parent PID {doc['parent']}" in out
     assert "holds no memory" not in out
@@ -583,3 +596,214 @@ def test_a_proc_of_another_pid_namespace_is_refused(tmp_path: Path) -> None:
     finally:
         container.kill()
         container.wait(timeout=30)
+
+
+# PID 1 of the orphan scenarios: an init that reaps the processes left to it, but every 0.5 s
+# (a poll, not on SIGCHLD), so the gap between a process's exit and its reaping is wide open.
+# Its own children (the servers, the ascendpatch runs) it waits for itself.
+REAPER = r"""
+import json, os, socket, subprocess, sys, threading, time
+from pathlib import Path
+lock, mine = threading.Lock(), set()
+def reap():
+    while True:
+        time.sleep(0.5)
+        with lock:
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit() or int(entry.name) in mine:
+                    continue
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if fields[0] == "Z" and fields[1] == "1":
+                    os.waitpid(int(entry.name), 0)
+threading.Thread(target=reap, daemon=True).start()
+def start(argv, waited=False, **kw):  # waited: the driver waits for it (the init does not)
+    with lock:
+        proc = subprocess.Popen(argv, **kw)
+        if waited:
+            mine.add(proc.pid)
+    return proc
+def alive(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+def wait_for(predicate):
+    for _ in range(400):
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise SystemExit("timed out")
+def free_port():
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return probe.getsockname()[1]
+def ap(*args):
+    run = start([sys.executable, "-m", "ascendpatch", *args], waited=True,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = run.communicate()[0]
+    return {"code": run.returncode, "out": out}
+"""
+ORPHANS = REAPER + r"""
+tmp, vllm = Path(sys.argv[1]), sys.argv[2]
+def serve(name):
+    info, port = tmp / (name + ".json"), free_port()
+    proc = start([vllm, "serve", "/models/" + name], waited=name == "a", start_new_session=True,
+                 env={**os.environ, "INFO": str(info), "ESCAPE": "0", "PORT": str(port)})
+    wait_for(info.exists)
+    return proc, {**json.loads(info.read_text()), "port": port}
+killed, a = serve("a")
+_, b = serve("b")
+other = start([sys.executable, "-c", "import socket, time\n"
+               "s = socket.create_server(('127.0.0.1', 0)); print(s.getsockname()[1], "
+               "flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+other_port = int(other.stdout.readline())
+pids = {"a_engine": a["engine"], "a_worker": a["worker"], "b_server": b["server"],
+        "b_engine": b["engine"], "b_worker": b["worker"], "other": other.pid}
+wait_for(lambda: all(Path(f"/proc/{pids[k]}/comm").read_text().startswith("VLLM::")
+                     for k in ("a_engine", "b_engine")))
+killed.kill()  # SIGKILL of the API server only: its engine and worker are orphans now
+killed.wait()
+wait_for(lambda: Path(f"/proc/{a['engine']}/stat").read_text().rsplit(")", 1)[1].split()[1]
+         == "1")
+steps = {}
+def step(name, *args):
+    steps[name] = {**ap(*args), "alive": {k: alive(v) for k, v in pids.items()}}
+step("not_vllm", "stop", "--port", str(other_port), "--grace", "1")
+step("sweep", "stop", "--grace", "1")
+step("nobody", "stop", "--port", str(free_port()), "--grace", "1")
+step("port", "stop", "--port", str(b["port"]), "--grace", "1")
+print(json.dumps({"pids": pids, "steps": steps, "ports": [a["port"], b["port"], other_port]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def orphans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if NO_NAMESPACE is not None:
+        pytest.skip(NO_NAMESPACE)
+    tmp = tmp_path_factory.mktemp("stop-orphans")
+    tmp.chmod(0o755)
+    run = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                          sys.executable, "-c", ORPHANS, str(tmp), str(_vllm_script(tmp))],
+                         capture_output=True, text=True, env=_env(), cwd=REPO, timeout=300,
+                         check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    doc = json.loads(run.stdout.splitlines()[-1])
+    assert isinstance(doc, dict)
+    return doc
+
+
+@pytest.mark.integration
+@needs_namespace
+def test_an_orphaned_engine_is_stopped_with_its_worker_and_no_false_zombie(
+        orphans: dict[str, Any]) -> None:
+    """The API server was SIGKILLed: its EngineCore (re-parented to PID 1) and the EngineCore's
+    Worker are one orphan tree. On 89ee836 the Worker was "[SKIP] ... belongs to a live server
+    (parent PID <the orphan being stopped>)", and the processes that had just exited, not yet
+    reaped by PID 1, were reported as zombies only PID 1 could reap."""
+    step, pids = orphans["steps"]["sweep"], orphans["pids"]
+    out, alive = step["out"], step["alive"]
+    assert step["code"] == 0, out
+    assert not alive["a_engine"] and not alive["a_worker"], out
+    assert f"leftover vLLM process PID {pids['a_worker']} (VLLM::Worker_TP), parent PID " \
+           f"{pids['a_engine']}: stopping it" in out
+    assert f"parent PID {pids['a_engine']}): left alone" not in out
+    assert "zombie" not in out, out
+    assert "[OK] nothing of the server and no leftover vLLM process is running" in out
+    # the second server keeps every process
+    assert alive["b_server"] and alive["b_engine"] and alive["b_worker"], out
+    assert f"PID {pids['b_engine']} (VLLM::EngineCor) belongs to a live server (parent PID " \
+           f"{pids['b_server']})" in out
+
+
+@pytest.mark.integration
+@needs_namespace
+def test_stop_by_port_stops_the_listener_and_only_its_tree(orphans: dict[str, Any]) -> None:
+    """`stop --port N` finds the process holding the socket listening on N (the server, not
+    its engine that inherited the socket) and stops that tree; a listener that is no vLLM
+    server is refused and untouched; a free port stops nothing."""
+    pids, steps = orphans["pids"], orphans["steps"]
+    port = steps["port"]
+    assert port["code"] == 0, port["out"]
+    assert f"PID {pids['b_server']} (" in port["out"]
+    assert f"listens on port {orphans['ports'][1]}" in port["out"]
+    assert not any(port["alive"][k] for k in ("b_server", "b_engine", "b_worker")), port["out"]
+    assert port["alive"]["other"]
+    refused = steps["not_vllm"]
+    assert refused["code"] == 1, refused["out"]
+    assert f"PID {pids['other']} (" in refused["out"] and "is no vLLM server: refusing" \
+        in refused["out"]
+    assert all(refused["alive"].values()), refused["out"]
+    nobody = steps["nobody"]
+    assert "nothing listens on port" in nobody["out"], nobody["out"]
+    assert nobody["alive"]["b_server"] and nobody["alive"]["other"]
+
+
+PERSISTING = REAPER + r"""
+import signal
+if sys.argv[1] == "slow":  # an init that handles SIGCHLD, but has not reaped yet
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+lock.acquire()  # the reaper never reaps in these scenarios: the zombie persists
+launcher = subprocess.run([sys.executable, "-c",
+    "import subprocess, sys\n"
+    "z = subprocess.Popen([sys.executable, '-c', 'import ctypes, time; "
+    "ctypes.CDLL(None).prctl(15, b\"VLLM::EngineCore\", 0, 0, 0); time.sleep(0.5)'],"
+    " start_new_session=True)\n"
+    "print(z.pid)"], capture_output=True, text=True, check=True)
+zombie = int(launcher.stdout)
+for _ in range(200):
+    if open(f"/proc/{zombie}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+        break
+    time.sleep(0.05)
+run = subprocess.run([sys.executable, "-m", "ascendpatch", "stop", "--grace", "0.5"],
+                     capture_output=True, text=True)
+print(json.dumps({"code": run.returncode, "out": run.stdout + run.stderr, "zombie": zombie}))
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("init", ["never", "slow"])
+def test_a_persisting_zombie_left_to_pid_1_gets_advice_that_fits_a_container(init: str) -> None:
+    """A zombie re-parented to PID 1 that persists: when PID 1 does not handle SIGCHLD (like
+    `tail -f /dev/null` as a container's entry point) only a restart of the container frees
+    it; when it does, the memory is released once it reaps. On 89ee836 both were told to stop
+    or restart "that parent"."""
+    doc = _ns(PERSISTING.replace("sys.argv[1]", repr(init)))
+    out = doc["out"]
+    assert doc["code"] == 0, out
+    assert f"PID {doc['zombie']} (VLLM::EngineCor) is still a zombie (state Z)" in out
+    assert "stop or restart that parent" not in out
+    if init == "never":
+        assert "never reaps the processes left to it" in out
+        assert "stay until the container is restarted" in out
+    else:
+        assert "which reaps exited children: the memory is released when it does" in out
+
+
+@given(port=st.integers(0, 65535), inode=st.integers(0, 2**40),
+       state=st.sampled_from(["0A", "01", "06", "08"]), v6=st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_a_tcp_table_line_gives_its_listening_port_and_inode(port: int, inode: int, state: str,
+                                                             v6: bool) -> None:
+    """The /proc/net/tcp{,6} line layout (kernel net/ipv4/tcp_ipv4.c get_tcp4_sock): only a
+    LISTEN (0A) line names a listener, with its hex port and decimal inode."""
+    address = "00000000000000000000000001000000" if v6 else "0100007F"
+    line = (f"   3: {address}:{port:04X} {'0' * len(address)}:0000 {state} 00000000:00000000 "
+            f"00:00000000 00000000  1000        0 {inode} 1 0000000000000000 100 0 0 10 0")
+    assert procs.listener(line) == ((port, inode) if state == "0A" else None)
+
+
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
+def test_the_process_holding_a_listening_socket_is_found(family: socket.AddressFamily) -> None:
+    """The real kernel tables: a socket this process listens on is found by its port."""
+    host = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+    try:
+        listening = socket.create_server((host, 0), family=family)
+    except OSError as exc:  # pragma: no cover - a kernel without IPv6
+        pytest.skip(f"no {host}: {exc}")
+    with listening:
+        port = listening.getsockname()[1]
+        inodes = procs.listening_inodes(port)
+        assert inodes and os.getpid() in procs.socket_holders(inodes)
+    assert not procs.listening_inodes(port)

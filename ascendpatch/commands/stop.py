@@ -1,4 +1,5 @@
-"""``ascendpatch stop [--pidfile F | --pid N] [--grace SECONDS] [--all-vllm] [--force-user]``."""
+"""``ascendpatch stop [--pidfile F | --pid N | --port P] [--grace SECONDS] [--all-vllm]
+[--force-user]``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 from ascendpatch.deploy import procs
-from ascendpatch.deploy.stop import PID_MAX_LIMIT, StopReport, stop
+from ascendpatch.deploy.stop import PID_MAX_LIMIT, REAP_WAIT, StopReport, stop
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
@@ -83,12 +84,31 @@ def _pid(pidfile: Path | None, pid: int | None, force_user: bool = False) \
 def _zombie(proc: procs.Proc) -> CheckResult:
     parent = procs.read(proc.ppid)
     name = f"PID {proc.ppid} ({parent.title if parent else 'gone'})"
+    if proc.ppid != 1:
+        who = (f"only its parent {name} can reap it: the memory is released when that parent "
+               "reaps it or exits (stop it if it hangs), then check npu-smi info")
+    elif parent is not None and procs.reaps_children(parent):
+        who = (f"its parent is {name}, the init process of this PID namespace (in a container, "
+               "the container's init), which reaps exited children: the memory is released "
+               "when it does; check npu-smi info again in a moment")
+    else:
+        who = (f"its parent is {name}, the init process of this PID namespace (in a container, "
+               "the container's entry point), which never reaps the processes left to it (it "
+               "does not handle SIGCHLD): the zombie and its memory stay until the container "
+               "is restarted (run it with --init, or tini, so that an init reaps)")
     return CheckResult(
         f"zombie:{proc.pid}", "stop", Level.WARN,
-        f"PID {proc.pid} ({proc.title}) is a zombie (state Z): it has exited, but the NPU "
-        f"driver may keep its device memory until it is reaped (vllm-project/vllm-ascend#9888); "
-        f"only its parent {name} can reap it (kill -9 cannot): stop or restart that parent, "
-        "then check npu-smi info")
+        f"PID {proc.pid} ({proc.title}) is still a zombie (state Z) after {REAP_WAIT:g}s: it has "
+        "exited, but the NPU driver may keep its device memory until it is reaped "
+        f"(vllm-project/vllm-ascend#9888), which kill -9 cannot do; {who}")
+
+
+def _remaining(found: list[procs.Proc]) -> CheckResult:
+    names = ", ".join(f"PID {p.pid} ({p.title}, uid {p.uid})" for p in found)
+    return CheckResult("remaining", "stop", Level.WARN,
+                       f"still running, of the server or orphaned, and not stopped by this run: "
+                       f"{names}", fix=Phrase("run ", Hint(("stop",)), " again; add "
+                                              "--force-user for another user's"))
 
 
 def _survivor(proc: procs.Proc, report: StopReport) -> CheckResult:
@@ -104,18 +124,23 @@ def _survivor(proc: procs.Proc, report: StopReport) -> CheckResult:
 
 
 def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = False,
-        force_user: bool = False) -> CommandResult:
+        force_user: bool = False, port: int | None = None) -> CommandResult:
     if not grace >= 0:  # also NaN
         raise InvalidInputError("--grace must be 0 or more seconds")
+    if port is not None and not 0 < port < 65536:
+        raise InvalidInputError(f"--port {port} is not a TCP port (1 to 65535)")
     target, written = _pid(pidfile, pid, force_user)
-    report = stop(target, grace, everything=everything, force_user=force_user, written=written)
+    report = stop(target, grace, everything=everything, force_user=force_user, written=written,
+                  port=port)
     results = [CheckResult(f"stop:{i}", "stop", level, text)
                for i, (level, text) in enumerate(report.events)]
     if report.refused:
         return CommandResult("stop", tuple(results))
     results += [_zombie(proc) for proc in report.zombies]
     results += [_survivor(proc, report) for proc in report.survivors]
-    if not report.survivors:
+    if report.remaining:
+        results.append(_remaining(report.remaining))
+    elif not report.survivors:
         results.append(CheckResult("stopped", "stop", Level.OK,
                                    "nothing of the server and no leftover vLLM process is "
                                    "running"))
@@ -127,7 +152,7 @@ def run(pidfile: Path | None, pid: int | None, grace: float, everything: bool = 
 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.pidfile, args.pid, args.grace, args.all_vllm,
-               getattr(args, "force_user", False))
+               getattr(args, "force_user", False), args.port)
 
 
 def configure(p: ArgumentParser) -> None:
@@ -135,6 +160,9 @@ def configure(p: ArgumentParser) -> None:
     which.add_argument("--pidfile", type=cliargs.path, metavar="FILE",
                        help="a file holding the server's PID")
     which.add_argument("--pid", type=int, metavar="N", help="the server's PID")
+    which.add_argument("--port", type=int, metavar="PORT",
+                       help="the TCP port the server listens on (its PID is found from the "
+                            "listening socket, as ss -ltnp does)")
     p.add_argument("--grace-timeout", "--grace", dest="grace", type=float, default=5.0,
                    metavar="SECONDS",
                    help="how long to wait after TERM before KILL (default 5; --grace is an "

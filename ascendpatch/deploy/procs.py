@@ -7,6 +7,7 @@ console script, or ``-m vllm.entrypoints...``)."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,3 +162,81 @@ def has_live_server_ancestor(proc: Proc, table: Mapping[int, Proc]) -> bool:
         seen.add(parent.pid)
         parent = table.get(parent.ppid)
     return False
+
+
+def reaps_children(proc: Proc) -> bool:
+    """Whether ``proc`` handles SIGCHLD (a handler, blocked for signalfd / sigtimedwait as
+    systemd and tini do, or ignored so that the kernel reaps): an init that does reaps the
+    processes re-parented to it. ``tail -f /dev/null`` or ``sleep infinity`` as a container's
+    PID 1 does not, and every zombie left to it stays until the container ends."""
+    try:
+        status = (PROC / str(proc.pid) / "status").read_text()
+    except OSError:
+        return False
+    masks = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigBlk", "SigIgn", "SigCgt"):
+            masks[key] = int(value.strip() or "0", 16)
+    chld = 1 << (signal.SIGCHLD - 1)
+    return any(mask & chld for mask in masks.values())
+
+
+# ---------------------------------------------------------------------------- sockets
+# What ``ss -ltnp`` does: the kernel's TCP tables name each listening socket's inode, and a
+# process holds the socket when one of its /proc/PID/fd links reads ``socket:[INODE]``.
+
+TCP_LISTEN = "0A"
+
+
+def listener(line: str) -> tuple[int, int] | None:
+    """(port, inode) of a LISTEN line of /proc/net/tcp or tcp6, else None. Fields: sl,
+    local_address (hex ADDR:PORT), rem_address, st, tx:rx queue, tr:when, retrnsmt, uid,
+    timeout, inode."""
+    fields = line.split()
+    if len(fields) < 10 or fields[3] != TCP_LISTEN or ":" not in fields[1]:
+        return None
+    try:
+        return int(fields[1].rsplit(":", 1)[1], 16), int(fields[9])
+    except ValueError:
+        return None
+
+
+def listening_inodes(port: int) -> set[int]:
+    """The inodes of the TCP sockets listening on ``port``, IPv4 and IPv6."""
+    found = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (PROC / "net" / table).read_text().splitlines()[1:]
+        except OSError:  # no IPv6 in this kernel or namespace
+            continue
+        for line in lines:
+            entry = listener(line)
+            if entry is not None and entry[0] == port and entry[1] > 0:
+                found.add(entry[1])
+    return found
+
+
+def socket_holders(inodes: set[int]) -> set[int]:
+    """The PIDs holding any of the sockets ``inodes`` (only processes whose fd folder we may
+    read: our own, or every one as root)."""
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    holders = set()
+    for entry in PROC.iterdir():
+        if entry.name.isdigit() and wanted & _fd_links(entry / "fd"):
+            holders.add(int(entry.name))
+    return holders
+
+
+def _fd_links(folder: Path) -> set[str]:
+    try:
+        fds = list(folder.iterdir())
+    except OSError:  # another user's process, or it ended
+        return set()
+    links = set()
+    for fd in fds:
+        try:
+            links.add(str(fd.readlink()))
+        except OSError:
+            continue
+    return links

@@ -27,13 +27,15 @@ from ascendpatch.results import Level
 
 PID_MAX_LIMIT = 1 << 22  # the kernel's ceiling for /proc/sys/kernel/pid_max
 STALE_SLACK = 1.0  # seconds: the clock-tick start time against the pid file's mtime
+REAP_WAIT = 3.0  # seconds a parent gets to reap a process that just exited
 
 
 @dataclass
 class StopReport:
     events: list[tuple[Level, str]] = field(default_factory=list)
     survivors: list[procs.Proc] = field(default_factory=list)
-    zombies: list[procs.Proc] = field(default_factory=list)
+    zombies: list[procs.Proc] = field(default_factory=list)  # persisting ones
+    remaining: list[procs.Proc] = field(default_factory=list)  # not signalled, running
     denied: set[int] = field(default_factory=set)  # a signal failed with EPERM
     seen: dict[int, procs.Proc] = field(default_factory=dict)  # as found: pid -> identity
     npu_smi: str | None = None
@@ -196,37 +198,97 @@ def in_init_session(proc: procs.Proc, table: dict[int, procs.Proc]) -> bool:
             and 1 in (proc.sid, proc.pgid))
 
 
+def _orphan_trees(snapshot: list[procs.Proc], table: dict[int, procs.Proc],
+                  policy: Policy, server: int | None, everything: bool) -> list[procs.Proc]:
+    """The leftover vLLM processes and everything below them, parents first: an orphaned
+    EngineCore's Worker is part of the orphan's tree, not of a live server, although its
+    parent is a live VLLM:: process (the one this run stops)."""
+    roots = [p for p in snapshot if p.is_vllm and not p.zombie and p.pid > 1
+             and p.pid not in policy.protected and is_leftover(p, table, server, everything)]
+    tree = {p.pid for p in roots}
+    for root in roots:
+        tree |= procs.descendants(root.pid, snapshot)
+    return [table[p] for p in sorted(tree) if not table[p].zombie and p > 1
+            and p not in policy.protected]
+
+
+def _spared(snapshot: list[procs.Proc], table: dict[int, procs.Proc], tree: set[int],
+            policy: Policy, report: StopReport) -> None:
+    """Say why each other vLLM process is left alone."""
+    for proc in snapshot:
+        if not proc.is_vllm or proc.zombie or proc.pid <= 1 or proc.pid in tree \
+                or proc.pid in policy.protected:
+            continue
+        owner = (f"belongs to a live server (parent PID {proc.ppid})"
+                 if procs.has_live_server_ancestor(proc, table) else
+                 f"is in the session of PID 1 ({table[1].title}), which runs")
+        report.say(Level.SKIP, f"{_describe(proc)} {owner}: left alone (--all-vllm to stop it "
+                               "too)")
+
+
 def _stop_leftovers(grace: float, report: StopReport, policy: Policy,
                     sleep: Callable[[float], None], server: int | None,
                     everything: bool) -> set[int]:
     snapshot = procs.all_procs()
     table = {p.pid: p for p in snapshot}
-    vllm = [p for p in snapshot if p.is_vllm and not p.zombie and p.pid > 1
-            and p.pid not in policy.protected]
+    tree = _orphan_trees(snapshot, table, policy, server, everything)
+    _spared(snapshot, table, {p.pid for p in tree}, policy, report)
     leftovers = []
-    for proc in vllm:
-        if not is_leftover(proc, table, server, everything):
-            owner = (f"belongs to a live server (parent PID {proc.ppid})"
-                     if procs.has_live_server_ancestor(proc, table) else
-                     f"is in the session of PID 1 ({table[1].title}), which runs")
-            report.say(Level.SKIP, f"{_describe(proc)} {owner}: left alone (--all-vllm to stop it "
-                               "too)")
-        elif not policy.allows(proc):
+    for proc in tree:
+        if not policy.allows(proc):
             report.say(Level.WARN, f"leftover {_describe(proc)} belongs to uid {proc.uid}, not to "
-                               "you: left alone (--force-user to stop it too)")
+                                   "you: left alone (--force-user to stop it too)")
         else:
             leftovers.append(proc)
     for proc in leftovers:
-        report.say(Level.WARN, f"leftover vLLM process {_describe(proc)}, parent PID {proc.ppid}: "
-                           "stopping it")
-    pids = {p.pid for p in leftovers}
-    for proc in leftovers:
+        what = "vLLM process" if proc.is_vllm else "process"
+        report.say(Level.WARN, f"leftover {what} {_describe(proc)}, parent PID {proc.ppid}: "
+                               "stopping it")
         report.seen[proc.pid] = proc
+    pids = {p.pid for p in leftovers}
     _signal(pids, signal.SIGTERM, policy, report)
     left = _wait(pids, grace, sleep, report)
     _signal(left, signal.SIGKILL, policy, report)
     _wait(left, 2.0, sleep, report)
     return pids
+
+
+def _await_reaping(pids: Iterable[int], report: StopReport,
+                   sleep: Callable[[float], None]) -> None:
+    """Give the parents of processes that just exited a moment to reap them: right after an
+    exit a process is a zombie until its parent (often PID 1) calls wait()."""
+    def zombie(pid: int) -> bool:
+        seen = report.seen.get(pid)
+        now = procs.same(seen) if seen is not None else None
+        return now is not None and now.zombie
+
+    deadline = time.monotonic() + REAP_WAIT
+    left = {p for p in pids if zombie(p)}
+    while left and time.monotonic() < deadline:
+        sleep(0.05)
+        left = {p for p in left if zombie(p)}
+
+
+def _final_check(report: StopReport, touched: set[int], policy: Policy, server: int | None,
+                 everything: bool, sleep: Callable[[float], None]) -> None:
+    """Every vLLM process of the server or orphaned as it is now, not only those this run
+    signalled: survivors (signalled, still running), zombies that persist, and the rest that
+    still runs (another user's, or started meanwhile)."""
+    _await_reaping(touched, report, sleep)
+    snapshot = procs.all_procs()
+    table = {p.pid: p for p in snapshot}
+    for proc in snapshot:
+        seen = report.seen.get(proc.pid)
+        ours = proc.pid in touched and seen is not None and seen.start == proc.start
+        if not ours and not (proc.is_vllm and proc.pid > 1 and proc.pid not in policy.protected
+                             and is_leftover(proc, table, server, everything)):
+            continue
+        if proc.zombie:
+            report.zombies.append(proc)
+        elif ours:
+            report.survivors.append(proc)
+        else:
+            report.remaining.append(proc)
 
 
 def policy_for_self(force_user: bool = False) -> Policy:
@@ -239,61 +301,104 @@ def _stale(root: procs.Proc, written: float) -> bool:
     return procs.started_at(root) > written + STALE_SLACK
 
 
+def _refuse(report: StopReport, text: str) -> StopReport:
+    report.say(Level.FAIL, text)
+    report.refused = True
+    return report
+
+
+def server_on_port(port: int, report: StopReport) -> int | None:
+    """The PID of the server listening on TCP ``port`` (the topmost process holding the
+    listening socket: forked children inherit it), or None: nothing listens there, or the
+    listener may not be stopped (``report.refused``)."""
+    inodes = procs.listening_inodes(port)
+    if not inodes:
+        report.say(Level.OK, f"nothing listens on port {port}: no server to stop there")
+        return None
+    holders = {p.pid: p for p in map(procs.read, procs.socket_holders(inodes)) if p is not None}
+    roots = sorted((p for p in holders.values() if p.ppid not in holders),
+                   key=lambda p: p.pid)
+    if not roots:
+        _refuse(report, f"a socket listens on port {port}, but no process whose files you may "
+                        "read holds it (another user's server?): nothing was signalled; run "
+                        "stop as that user or as root")
+        return None
+    if len(roots) > 1:
+        names = ", ".join(_describe(p) for p in roots)
+        _refuse(report, f"several unrelated processes listen on port {port} ({names}): nothing "
+                        "was signalled; stop the one you mean with --pid")
+        return None
+    root = roots[0]
+    if root.pid == 1:
+        _refuse(report, f"{_describe(root)} listening on port {port} is PID 1, the init process "
+                        "(in a container, the container itself): refusing to stop it; stop or "
+                        "restart the container instead")
+    elif not root.is_vllm_server:
+        _refuse(report, f"{_describe(root)} listens on port {port} and is no vLLM server: "
+                        f"refusing to stop it; if it really serves the model, use --pid "
+                        f"{root.pid}")
+    else:
+        report.say(Level.OK, f"{_describe(root)} listens on port {port}")
+        return root.pid
+    return None
+
+
+def _check_root(pid: int, policy: Policy, written: float | None,
+                report: StopReport) -> procs.Proc | None:
+    """The server process ``pid`` as found (None: not running), or a refusal in ``report``."""
+    if pid <= 1 or pid >= PID_MAX_LIMIT:
+        raise ValueError(f"not a stoppable process id: {pid}")  # the command checks first
+    root = procs.read(pid)
+    if pid in policy.protected:
+        _refuse(report, f"PID {pid} is this ascendpatch process or one of its parents: "
+                        "refusing to stop it")
+    elif root is None:
+        report.say(Level.OK, f"PID {pid} is not running (already stopped)")
+    elif root.zombie:
+        pass
+    elif written is not None and _stale(root, written):
+        _refuse(report, f"{_describe(root)} started after the pid file was written: the server "
+                        "it names is gone and its PID now belongs to another process: refusing "
+                        "to stop it; remove the stale pid file")
+    elif not policy.allows(root):
+        _refuse(report, f"{_describe(root)} belongs to uid {root.uid}, not to you (uid "
+                        f"{policy.uid}): refusing to stop it; if it really is the server, rerun "
+                        "with --force-user")
+    return root
+
+
 def stop(pid: int | None, grace: float = 5.0, sleep: Callable[[float], None] = time.sleep,
          everything: bool = False, force_user: bool = False,
-         written: float | None = None) -> StopReport:
-    """Stop server ``pid`` and leftovers; ``written``: when the pid file naming it was
-    written (a process started later cannot be the one it names)."""
+         written: float | None = None, port: int | None = None) -> StopReport:
+    """Stop server ``pid`` (or the one listening on ``port``) and leftovers; ``written``: when
+    the pid file naming it was written (a process started later cannot be the one it
+    names)."""
     report = StopReport()
     problem = procs.namespace_problem()
     if problem is not None:
-        report.say(Level.FAIL, f"/proc belongs to another PID namespace ({problem}): its PID "
+        return _refuse(report, f"/proc belongs to another PID namespace ({problem}): its PID "
                                "numbers are not the ones signals reach, so nothing was "
                                "signalled; run stop inside the server's PID namespace (nsenter "
                                "--pid --mount, or in the container)")
-        report.refused = True
-        return report
+    if port is not None:
+        pid = server_on_port(port, report)
+        if report.refused:
+            return report
     policy = policy_for_self(force_user)
     touched: set[int] = set()
     server: int | None = None
     if pid is not None:
-        if pid <= 1 or pid >= PID_MAX_LIMIT:
-            raise ValueError(f"not a stoppable process id: {pid}")  # the command checks first
-        root = procs.read(pid)
-        if pid in policy.protected:
-            report.say(Level.FAIL, f"PID {pid} is this ascendpatch process or one of its parents: "
-                               "refusing to stop it")
-            report.refused = True
+        root = _check_root(pid, policy, written, report)
+        if report.refused:
             return report
-        if root is None:
-            report.say(Level.OK, f"PID {pid} is not running (already stopped)")
-        elif root.zombie:
-            report.zombies.append(root)
-        elif written is not None and _stale(root, written):
-            report.say(Level.FAIL, f"{_describe(root)} started after the pid file was written: the "
-                               "server it names is gone and its PID now belongs to another "
-                               "process: refusing to stop it; remove the stale pid file")
-            report.refused = True
-            return report
-        elif not policy.allows(root):
-            report.say(Level.FAIL, f"{_describe(root)} belongs to uid {root.uid}, not to you "
-                               f"(uid {policy.uid}): refusing to stop it; if it really is the "
-                               "server, rerun with --force-user")
-            report.refused = True
-            return report
-        else:
+        if root is not None and root.zombie:  # reported if it persists: its parent may
+            report.seen[root.pid] = root      # reap it any moment
+            touched.add(root.pid)
+        elif root is not None:
             server = pid if pid in (root.sid, root.pgid) else None
             touched |= _stop_tree(root, grace, report, policy, sleep)
     touched |= _stop_leftovers(grace, report, policy, sleep, server, everything)
-    for p in sorted(touched):
-        seen = report.seen.get(p)
-        proc = procs.same(seen) if seen is not None else None
-        if proc is None:
-            continue
-        if proc.zombie:
-            report.zombies.append(proc)
-        else:
-            report.survivors.append(proc)
+    _final_check(report, touched, policy, server, everything, sleep)
     report.npu_smi = npu_smi()
     return report
 
