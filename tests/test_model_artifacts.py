@@ -63,7 +63,8 @@ ADAPTER = '''"""Muse-Glimmer adapter (test copy)."""
 
 
 class MuseGlimmerForConditionalGeneration:
-    pass
+    def __init__(self, *, vllm_config, prefix=""):  # as vLLM's initialize_model calls it
+        self.prefix = prefix
 '''
 W8A8 = "def apply(layer, x):\n    return x  # upstream w8a8_dynamic (test copy)\n"
 SMOOTH = "def apply(layer, x):\n    return x / layer.smooth_scale  # SmoothQuant drop-in\n"

@@ -37,12 +37,33 @@ import torch.nn as nn
 
 
 class MuseGlimmerForConditionalGeneration(nn.Module):
-    pass
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+
+    def embed_input_ids(self, input_ids):
+        return input_ids
+
+    def forward(self, input_ids, positions, **kwargs):
+        return input_ids
+
+    def compute_logits(self, hidden_states):
+        return hidden_states
 
 
-class PatchedQwen2VL(nn.Module):
+class PatchedQwen2VL(MuseGlimmerForConditionalGeneration):
     """The placeholder-alignment fix, replacing vLLM's own class."""
 '''
+# What the independent run on a real server found: a wrapper whose __init__ hands everything
+# on. vLLM's initialize_model sees no vllm_config/prefix names, guesses old-style arguments
+# and the Worker dies with "missing ... 'vllm_config'".
+PASS_THROUGH = ADAPTER.replace('''    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()''', '''    def __init__(self, *args, **kwargs):
+        super().__init__()''')
+NOT_A_MODEL = ADAPTER.replace('''    def compute_logits(self, hidden_states):
+        return hidden_states
+''', '').replace('''    def embed_input_ids(self, input_ids):
+        return input_ids
+''', '')
 RESOLVE = '''
 import json, logging, os, sys
 records = []
@@ -101,7 +122,7 @@ def world(tmp_path: Path, vllm_path: str, monkeypatch: pytest.MonkeyPatch) -> di
     monkeypatch.setenv("MODEL_DIR", str(model))
     monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
     monkeypatch.setenv("VLLM_PLUGINS", "muse-glimmer-adapter")
-    return {"python": python, "site": site, "manifest": manifest, "extra": extra}
+    return {"python": python, "site": site, "manifest": manifest, "extra": extra, "model": model}
 
 
 def _resolve(world: dict[str, Path]) -> dict[str, object]:
@@ -163,3 +184,28 @@ def test_verify_fails_when_another_class_wins(world: dict[str, Path]) -> None:
                                       "other_fix:OtherQwen2VL, not to the adapter's "
                                       "muse_glimmer:PatchedQwen2VL")
     assert results[f"plugin:{NEW_ARCH}"].level is Level.OK
+
+
+@pytest.mark.parametrize(("source", "reason"), [
+    (PASS_THROUGH, "does not name vllm_config and prefix: vLLM's initialize_model then takes it "
+                   "for an old-style model class"),
+    (NOT_A_MODEL, "vLLM's is_text_generation_model and is_pooling_model both reject it"),
+], ids=["args-kwargs", "no-model-interface"])
+def test_an_adapter_vllm_cannot_instantiate_fails_verify(world: dict[str, Path], source: str,
+                                                         reason: str) -> None:
+    """The registry resolves both architectures to the adapter, but vLLM's own rules (applied
+    by the probe in the target, with the real vllm 0.22.1) reject the class: verify fails and
+    says why. On 89ee836 verify said "[OK] vLLM's ModelRegistry resolves ..." and the Worker
+    died at start-up."""
+    (world["model"] / "patches" / "muse_glimmer.py").write_text(source)
+    applied = run_cli("--python", world["python"], "--manifest", world["manifest"], "apply")
+    assert applied.code == 0, applied.out + applied.err
+    verify = run_cli("--python", world["python"], "--manifest", world["manifest"], "verify",
+                     "--no-probes")
+    assert verify.code == 1, verify.out
+    for arch, cls in ((NEW_ARCH, NEW_ARCH), (SHIPPED_ARCH, "PatchedQwen2VL")):
+        line = next(x for x in verify.out.splitlines() if f"resolves {arch} to" in x)
+        assert line.startswith(f"[FAIL] vLLM's ModelRegistry resolves {arch} to the adapter's "
+                               f"muse_glimmer:{cls}, but vLLM cannot instantiate that "
+                               "class: "), line
+        assert reason in line, line

@@ -1,8 +1,11 @@
 """Model adapters: after loading vLLM's general plugins in the target, does vLLM's
-``ModelRegistry`` resolve every declared architecture to the adapter's own ``module:Class``?
-Only the name being known is not enough: vLLM ships classes under many architecture names, and
-an adapter that means to replace one (a fixed multimodal placeholder) must win. One subprocess
-of the target."""
+``ModelRegistry`` resolve every declared architecture to the adapter's own ``module:Class``,
+and is that a class vLLM can instantiate? Only the name being known is not enough: vLLM ships
+classes under many architecture names, and an adapter that means to replace one (a fixed
+multimodal placeholder) must win; and a class whose ``__init__`` does not name
+``vllm_config`` and ``prefix`` is resolved fine but kills the Worker when vLLM builds it (the
+bundled probe applies vLLM's own rules in the target, env/_registry.py). One subprocess of the
+target."""
 
 from __future__ import annotations
 
@@ -35,25 +38,34 @@ def check(python: Path, adapters: Sequence[Adapter], npu_stack: bool,
     # registration wins. Where no NPU stack is present they would fail to import torch_npu:
     # load only the adapters (vllm plugins docs: VLLM_PLUGINS filters by name).
     names = "" if npu_stack else ",".join(a.id for a in plugins)
-    wanted = sorted({arch for a in adapters for arch in a.targets})
+    wanted = {arch: target for a in adapters for arch, target in a.targets.items()}
     try:
         doc = inscript.run_json(python, inscript.bundled("_registry.py"),
-                                [names, json.dumps(wanted)], timeout, env)
+                                [names, json.dumps(wanted, sort_keys=True)], timeout, env)
     except inscript.ScriptError as exc:
         return [CheckResult("plugins", "plugin", Level.FAIL,
                             f"the vLLM plugin registry probe failed: {exc}")]
     if "error" in doc:
         return [CheckResult("plugins", "plugin", Level.FAIL,
                             f"loading vLLM's general plugins failed: {doc['error']}")]
-    return [_result(a.artifact, arch, target, doc["resolved"].get(arch))
+    interface = doc.get("interface") or {}
+    return [_result(a.artifact, arch, target, doc["resolved"].get(arch), interface.get(arch))
             for a in adapters for arch, target in a.targets.items()]
 
 
-def _result(artifact: Artifact, arch: str, target: str, resolved: str | None) -> CheckResult:
+def _result(artifact: Artifact, arch: str, target: str, resolved: str | None,
+            problems: list[str] | None = None) -> CheckResult:
     cid = f"plugin:{arch}"
+    if resolved == target and problems:
+        return CheckResult(cid, "plugin", Level.FAIL,
+                           f"vLLM's ModelRegistry resolves {arch} to the adapter's {target}, but "
+                           f"vLLM cannot instantiate that class: {'; '.join(problems)}",
+                           fix=Phrase("correct the adapter's source, then ",
+                                      Hint(("apply", artifact.id))))
     if resolved == target:
         return CheckResult(cid, "plugin", Level.OK,
-                           f"vLLM's ModelRegistry resolves {arch} to the adapter's {target}")
+                           f"vLLM's ModelRegistry resolves {arch} to the adapter's {target}, a "
+                           "class vLLM can instantiate")
     if resolved is None:
         return CheckResult(cid, "plugin", Level.FAIL,
                            f"{arch} is not registered in vLLM's ModelRegistry ({artifact.title} "
