@@ -222,6 +222,44 @@ def test_file_kind_creates_and_reverts(site: Path, tmp_path: Path) -> None:
     assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 1
 
 
+def test_a_file_ascendpatch_installed_is_updated_when_its_source_changes(site: Path,
+                                                                       tmp_path: Path) -> None:
+    """The ledger proves ascendpatch wrote the installed content: an edited source is applied
+    (on main it was "conflict in ...", a stranger's file that --force had to overwrite), and
+    revert still restores the original. An installed file someone edited since stays a
+    conflict that names the edit applying would lose."""
+    original = _dropin_env(site, tmp_path, "ORIGINAL = 1\n")
+    target, source = site / "quant/w8a8.py", tmp_path / "w8a8.py.smooth"
+
+    def ap(*args: str) -> Run:
+        return run_cli("--site-packages", site, "--manifest", original, *args)
+
+    assert ap("apply").code == 0
+    source.write_text("SMOOTH = 2\n")
+    status = ap("status")
+    assert status.code == 1, status.out
+    assert "SmoothQuant drop-in: applied from an earlier source; quant/w8a8.py now differ" \
+        in status.out
+    again = ap("apply")
+    assert again.code == 0, again.out + again.err
+    assert again.out.startswith("[OK] Applied SmoothQuant drop-in (new content in "
+                                "quant/w8a8.py, which it had installed before)")
+    assert target.read_text() == "SMOOTH = 2\n"
+    assert "already applied" in ap("apply").out
+
+    target.write_text("SMOOTH = 2  # tuned on the host\n")
+    source.write_text("SMOOTH = 3\n")
+    refused = ap("apply")
+    assert refused.code == 1, refused.out
+    assert "quant/w8a8.py: changed by someone since ascendpatch wrote it" in refused.out
+    assert "applying would lose that edit" in refused.out
+    assert target.read_text() == "SMOOTH = 2  # tuned on the host\n"
+
+    target.write_text("SMOOTH = 2\n")  # the edit undone: the file is ascendpatch's again
+    assert ap("revert").code == 0
+    assert target.read_text() == "ORIGINAL = 1\n"
+
+
 # ------------------------------------------------------------------------- bad input
 
 

@@ -9,6 +9,7 @@ from ascendpatch.patchfile import diffpatch
 from ascendpatch.pipeline.filestate import FileState
 
 P, A, X, C = FileState.PRISTINE, FileState.APPLIED, FileState.PARTIAL, FileState.CONFLICT
+U = FileState.OUTDATED  # only the engine says it (engine.recognise)
 
 
 @pytest.mark.parametrize(("parts", "whole"), [
@@ -17,6 +18,7 @@ P, A, X, C = FileState.PRISTINE, FileState.APPLIED, FileState.PARTIAL, FileState
     ([A, A], A),
     ([P, A], X), ([A, X], X), ([X], X),
     ([A, C], C), ([P, X, C], C), ([C], C),
+    ([U], U), ([A, U], U), ([P, U], U), ([U, C], C), ([U, X], X),
 ])
 def test_combine_folds_parts_into_one_state(parts: list[FileState],
                                             whole: FileState | None) -> None:
@@ -29,5 +31,6 @@ def test_one_enum_no_mapping() -> None:
     assert not hasattr(base, "FileStatus")
     assert not hasattr(diffpatch, "HunkState")
     assert base.FileFinding.__dataclass_fields__["state"].type in ("FileState", FileState)
-    assert [s.value for s in FileState] == ["pristine", "applied", "partial", "conflict"]
+    assert [s.value for s in FileState] == ["pristine", "applied", "partial", "conflict",
+                                            "outdated"]
     assert f"{FileState.PARTIAL} {FileState.APPLIED}" == "partial applied"

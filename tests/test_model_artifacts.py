@@ -149,6 +149,26 @@ def test_adapter_plugin_lifecycle(world: dict[str, Path]) -> None:
     assert not _registered_in_fresh_interpreter(world["python"])
 
 
+def test_an_edited_adapter_source_is_applied_not_a_conflict(world: dict[str, Path]) -> None:
+    """The adapter's source edited after apply: the installed module (and the RECORD that
+    hashes it) are what ascendpatch wrote, so the next apply installs the new content (on
+    main: "conflict in muse_glimmer.py", as if a stranger had written it); revert still
+    removes everything."""
+    site = world["site"]
+    before = tree_digest(site)
+    assert cli(world, "apply", "muse-glimmer-adapter").code == 0
+    (world["model"] / "patches" / "muse_glimmer.py").write_text(ADAPTER + "FIXED = True\n")
+    again = cli(world, "apply", "muse-glimmer-adapter")
+    assert again.code == 0, again.out + again.err
+    assert again.out.startswith("[OK] Applied Muse-Glimmer model adapter (new content in "
+                                "muse_glimmer.py, "), again.out
+    assert (site / "muse_glimmer.py").read_text().endswith("FIXED = True\n")
+    assert cli(world, "revert", "muse-glimmer-adapter").code == 0
+    after = {k: v for k, v in tree_digest(site).items()
+             if not k.startswith(".ascendpatch") and "__pycache__" not in k}
+    assert after == {k: v for k, v in before.items() if "__pycache__" not in k}
+
+
 def test_removed_adapter_makes_verify_fail_by_name(world: dict[str, Path]) -> None:
     assert cli(world, "apply", "muse-glimmer-adapter").code == 0
     for path in world["site"].glob("ascendpatch_plugin_*"):

@@ -18,7 +18,8 @@ Glossary (each word means one thing):
   file holds or should hold, possibly unknown, with its sha256 computed once.
 * ``FileState``: pristine / applied / partial / conflict, for a hunk, a file or an artifact
   (:mod:`ascendpatch.pipeline.filestate`; ``FileState.combine`` folds files into an
-  artifact's state).
+  artifact's state); and outdated, which only the engine says (``engine.recognise``):
+  content ascendpatch wrote itself, as its ledger proves, whose source has changed since.
 * ``ArtifactPlan`` (:mod:`ascendpatch.pipeline.planner`): one artifact's findings, or why it is
   skipped.
 * ``Skip``: why an artifact does not act on a target, with its level and fix.

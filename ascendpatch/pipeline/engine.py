@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ascendpatch.hashing import sha256_optional
@@ -55,6 +55,31 @@ def nothing_to_do(plan: ArtifactPlan) -> ArtifactResult | None:
         return None
     reason = KINDS[plan.artifact.kind].nothing_to_do(plan.site)
     return _result(plan, Status.SKIPPED, Level.SKIP, f"{plan.artifact.title}: {reason}")
+
+
+def recognise(plan: ArtifactPlan, ledger: Ledger, store: LedgerStore) -> ArtifactPlan:
+    """Conflicts on files the ledger says this artifact wrote. Content ascendpatch wrote
+    itself (the record's sha256_after) is no stranger's file: what it should hold changed
+    since (the source was edited), so it is OUTDATED and apply replaces it (revert restores
+    the original the ledger keeps). Content changed since ascendpatch wrote it stays a
+    conflict, whose detail names the edit applying would lose."""
+    records = ledger.get(plan.artifact.id)
+    if not records or not any(f.state is FileState.CONFLICT for f in plan.files):
+        return plan
+    return replace(plan, files=tuple(_recognised(f, records.get(store.rel(f.path)))
+                                     for f in plan.files))
+
+
+def _recognised(finding: FileFinding, record: LedgerFile | None) -> FileFinding:
+    if finding.state is not FileState.CONFLICT or record is None or finding.current is None:
+        return finding
+    if record.sha256_after == finding.current_sha256 and finding.desired.known:
+        return replace(finding, state=FileState.OUTDATED,
+                       detail=f"{finding.rel}: installed by ascendpatch ({record.time}), and "
+                              "what it should hold has changed since (an edited source): "
+                              "applying installs the new content")
+    return replace(finding, detail=f"{finding.rel}: changed by someone since ascendpatch wrote "
+                                   f"it ({record.time}): applying would lose that edit")
 
 
 def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
@@ -158,11 +183,13 @@ def execute(prepared: Iterable[tuple[Artifact, ArtifactSite | Skip]], store: Led
     transaction is committed and re-checked. ``diff``: a result applied now carries the
     unified diff of its change (apply --diff, like Ansible)."""
     batch = _Transaction(store)
+    ledger = store.load_ledger()
     for artifact, site in prepared:
-        plan = evaluate(artifact, site)
+        plan = recognise(evaluate(artifact, site), ledger, store)
         if batch.touches(plan):  # an earlier artifact shares a file: write it first,
             yield from batch.commit()
-            plan = evaluate(artifact, site)  # then look again
+            ledger = store.load_ledger()
+            plan = recognise(evaluate(artifact, site), ledger, store)  # then look again
         outcome = apply_artifact(plan, force=force, dry_run=dry_run, diff=diff)
         if isinstance(outcome, Writes):
             batch.add(outcome)
@@ -231,8 +258,10 @@ def _recheck(plan: ArtifactPlan, verb: str, diff: str = "") -> ArtifactResult:
         files.append(FileResult(old.rel, state, old.current_sha256,
                                 new.current_sha256 if new else sha256_optional(current)))
     if verb == "applied" and fresh.state in (FileState.APPLIED, None):
-        return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}", files=tuple(files),
-                       diff=diff)
+        updated = ", ".join(f.rel for f in plan.files if f.state is FileState.OUTDATED)
+        also = f" (new content in {updated}, which it had installed before)" if updated else ""
+        return _result(plan, Status.APPLIED, Level.OK, f"Applied {title}{also}",
+                       files=tuple(files), diff=diff)
     if verb == "reverted":
         return _result(plan, Status.REVERTED, Level.OK, f"Reverted {title}", files=tuple(files))
     return _result(plan, Status.FAILED, Level.FAIL,
@@ -352,11 +381,17 @@ def status_of(plan: ArtifactPlan, ledger: Ledger, store: LedgerStore) -> Artifac
     empty = nothing_to_do(plan)
     if empty is not None and plan.artifact.id not in ledger:
         return empty
+    plan = recognise(plan, ledger, store)
     title, aid = plan.artifact.title, plan.artifact.id
     files = _file_results(plan.files)
     state = plan.state
     if state is FileState.APPLIED:
         return _result(plan, Status.ALREADY_APPLIED, Level.OK, f"{title} applied", files=files)
+    if state is FileState.OUTDATED:
+        names = ", ".join(f.rel for f in plan.files if f.state is FileState.OUTDATED)
+        return _result(plan, Status.NOT_APPLIED, Level.WARN,
+                       Phrase(f"{title}: applied from an earlier source; {names} now differ: "
+                              "run: ", Hint(("apply", aid))), files=files, details=_details(plan))
     if state is FileState.PRISTINE:
         if aid in ledger:  # applied once; the files are back to their originals
             dist = plan.site.dist.name if plan.site and plan.site.dist else "the package"

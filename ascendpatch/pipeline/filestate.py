@@ -26,19 +26,25 @@ class FileState(str, enum.Enum):
     APPLIED = "applied"
     PARTIAL = "partial"  # some parts applied, some not
     CONFLICT = "conflict"  # content ascendpatch does not recognise
+    # content ascendpatch wrote itself (its ledger says so), but what the file should hold has
+    # changed since (the artifact's source was edited): applying replaces it (engine.recognise)
+    OUTDATED = "outdated"
 
     def __str__(self) -> str:  # users read "pristine", never "FileState.PRISTINE"
         return self.value
 
     @classmethod
     def combine(cls, states: Iterable[FileState]) -> FileState | None:
-        """The state of a whole made of parts: any conflict is a conflict, all applied is
-        applied, all pristine is pristine, a mix is partial; no part at all is None."""
+        """The state of a whole made of parts: any conflict is a conflict, any outdated part
+        (with no partial one) is outdated, all applied is applied, all pristine is pristine, a
+        mix is partial; no part at all is None."""
         seen = set(states)
         if not seen:
             return None
         if cls.CONFLICT in seen:
             return cls.CONFLICT
+        if cls.OUTDATED in seen and cls.PARTIAL not in seen:  # applying brings it all up to date
+            return cls.OUTDATED
         if len(seen) == 1:
             return seen.pop()
         return cls.PARTIAL
