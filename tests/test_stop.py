@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -27,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ascendpatch.deploy import procs
-from tests.kit import REPO, run_cli, run_process
+from tests.kit import REPO, namespaces, run_cli, run_process
+from tests.kit.namespaces import REAPER
 
 TITLED = r"""
 import ctypes, signal, sys, time
@@ -145,17 +145,7 @@ print(json.dumps({"pids": pids, "steps": steps}))
 """
 
 
-def _namespaces_work() -> str | None:
-    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
-        return "unshare/nsenter (util-linux) are not installed"
-    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
-                           capture_output=True, text=True, check=False)
-    if probe.returncode != 0:
-        return f"cannot create a PID namespace here: {probe.stderr.strip()}"
-    return None
-
-
-NO_NAMESPACE = _namespaces_work()
+NO_NAMESPACE = namespaces.problem()
 # The scenarios in a namespace run real process trees and wait out real grace periods (seconds
 # each): they are marked integration; what needs no namespace stays in the fast tier.
 needs_namespace = pytest.mark.skipif(NO_NAMESPACE is not None, reason=NO_NAMESPACE or "")
@@ -183,20 +173,17 @@ def _wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
     raise AssertionError("timed out")
 
 
+def _scenario(factory: pytest.TempPathFactory, name: str, driver: str) -> dict[str, Any]:
+    """``driver`` as PID 1 of a namespace, given a temp folder and the `vllm` stand-in (PID 1
+    survives every step, or as_pid_1 fails)."""
+    tmp = factory.mktemp(name)
+    tmp.chmod(0o755)
+    return namespaces.as_pid_1(driver, [str(tmp), str(_vllm_script(tmp))], _env())
+
+
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    if NO_NAMESPACE is not None:
-        pytest.skip(NO_NAMESPACE)
-    tmp = tmp_path_factory.mktemp("stop-ns")
-    tmp.chmod(0o755)
-    run = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
-                          sys.executable, "-c", DRIVER, str(tmp), str(_vllm_script(tmp))],
-                         capture_output=True, text=True, env=_env(), cwd=REPO, timeout=300,
-                         check=False)
-    assert run.returncode == 0, run.stdout + run.stderr  # PID 1 survived every step
-    doc = json.loads(run.stdout.splitlines()[-1])
-    assert isinstance(doc, dict)
-    return doc
+    return _scenario(tmp_path_factory, "stop-ns", DRIVER)
 
 
 @pytest.mark.integration
@@ -350,15 +337,7 @@ print(json.dumps({"code": code, "out": out.getvalue(), "victim": victim.pid}))
 
 def _ns(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``code`` as PID 1 of a fresh PID namespace; it prints one JSON line."""
-    if NO_NAMESPACE is not None:
-        pytest.skip(NO_NAMESPACE)
-    run = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
-                          sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**_env(), **(env or {})}, cwd=REPO, timeout=180, check=False)
-    assert run.returncode == 0, run.stdout + run.stderr
-    doc = json.loads(run.stdout.splitlines()[-1])
-    assert isinstance(doc, dict)
-    return doc
+    return namespaces.as_pid_1(code, env={**_env(), **(env or {})}, timeout=180)
 
 
 @pytest.mark.integration
@@ -598,53 +577,6 @@ def test_a_proc_of_another_pid_namespace_is_refused(tmp_path: Path) -> None:
         container.wait(timeout=30)
 
 
-# PID 1 of the orphan scenarios: an init that reaps the processes left to it, but every 0.5 s
-# (a poll, not on SIGCHLD), so the gap between a process's exit and its reaping is wide open.
-# Its own children (the servers, the ascendpatch runs) it waits for itself.
-REAPER = r"""
-import json, os, socket, subprocess, sys, threading, time
-from pathlib import Path
-lock, mine = threading.Lock(), set()
-def reap():
-    while True:
-        time.sleep(0.5)
-        with lock:
-            for entry in Path("/proc").iterdir():
-                if not entry.name.isdigit() or int(entry.name) in mine:
-                    continue
-                try:
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if fields[0] == "Z" and fields[1] == "1":
-                    os.waitpid(int(entry.name), 0)
-threading.Thread(target=reap, daemon=True).start()
-def start(argv, waited=False, **kw):  # waited: the driver waits for it (the init does not)
-    with lock:
-        proc = subprocess.Popen(argv, **kw)
-        if waited:
-            mine.add(proc.pid)
-    return proc
-def alive(pid):
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-def wait_for(predicate):
-    for _ in range(400):
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise SystemExit("timed out")
-def free_port():
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return probe.getsockname()[1]
-def ap(*args):
-    run = start([sys.executable, "-m", "ascendpatch", *args], waited=True,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = run.communicate()[0]
-    return {"code": run.returncode, "out": out}
-"""
 ORPHANS = REAPER + r"""
 tmp, vllm = Path(sys.argv[1]), sys.argv[2]
 def serve(name):
@@ -680,18 +612,7 @@ print(json.dumps({"pids": pids, "steps": steps, "ports": [a["port"], b["port"], 
 
 @pytest.fixture(scope="module")
 def orphans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    if NO_NAMESPACE is not None:
-        pytest.skip(NO_NAMESPACE)
-    tmp = tmp_path_factory.mktemp("stop-orphans")
-    tmp.chmod(0o755)
-    run = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
-                          sys.executable, "-c", ORPHANS, str(tmp), str(_vllm_script(tmp))],
-                         capture_output=True, text=True, env=_env(), cwd=REPO, timeout=300,
-                         check=False)
-    assert run.returncode == 0, run.stdout + run.stderr
-    doc = json.loads(run.stdout.splitlines()[-1])
-    assert isinstance(doc, dict)
-    return doc
+    return _scenario(tmp_path_factory, "stop-orphans", ORPHANS)
 
 
 @pytest.mark.integration
