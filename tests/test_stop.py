@@ -222,6 +222,8 @@ def test_the_server_tree_stops_and_every_canary_survives(host: dict[str, Any]) -
                  "offline_engine", "foreign"):
         assert alive[name], (name, out)
     assert f"PID {pids['other_engine']} (VLLM::EngineCor) belongs to a live server" in out
+    assert f"PID {pids['offline_engine']} (VLLM::EngineCor) has a live parent, PID " \
+           f"{pids['offline']} (" in out  # on 89ee836: "is in the session of PID 1"
     assert (f"leftover PID {pids['foreign']} (VLLM::EngineCore) belongs to uid 65534, not to "
             "you: left alone (--force-user") in out
     # the final check sees every leftover, not only those this run signalled (on 89ee836 it

@@ -219,11 +219,19 @@ def _spared(snapshot: list[procs.Proc], table: dict[int, procs.Proc], tree: set[
         if not proc.is_vllm or proc.zombie or proc.pid <= 1 or proc.pid in tree \
                 or proc.pid in policy.protected:
             continue
-        owner = (f"belongs to a live server (parent PID {proc.ppid})"
-                 if procs.has_live_server_ancestor(proc, table) else
-                 f"is in the session of PID 1 ({table[1].title}), which runs")
-        report.say(Level.SKIP, f"{_describe(proc)} {owner}: left alone (--all-vllm to stop it "
-                               "too)")
+        report.say(Level.SKIP, f"{_describe(proc)} {_owner(proc, table)}: left alone (--all-vllm "
+                               "to stop it too)")
+
+
+def _owner(proc: procs.Proc, table: dict[int, procs.Proc]) -> str:
+    """Whose live process ``proc`` is (it is no leftover)."""
+    if procs.has_live_server_ancestor(proc, table):
+        return f"belongs to a live server (parent PID {proc.ppid})"
+    if in_init_session(proc, table):
+        return f"is in the session of PID 1 ({table[1].title}), which runs"
+    parent = table.get(proc.ppid)
+    return (f"has a live parent, PID {proc.ppid} ({parent.title if parent else 'unknown'}): an "
+            "offline engine, or a server not started as vllm serve")
 
 
 def _stop_leftovers(grace: float, report: StopReport, policy: Policy,
