@@ -222,3 +222,15 @@ def test_snapshot_output_and_sandbox_folder_are_checked_first(tmp_path: Path,
     sandbox = run_cli("sandbox", a_file)
     assert sandbox.code == 2 and "is a file, not a folder" in sandbox.err
     assert a_file.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("artifacts", ["1", "true", "'x'", "{a: 1}"])
+def test_artifacts_that_are_not_a_list_are_one_clear_error(tmp_path: Path, artifacts: str) -> None:
+    """`artifacts: 1` made the duplicate-id check iterate an int (exit 3); the Hypothesis
+    manifest suite found it."""
+    path = tmp_path / "m.yaml"
+    path.write_text(f"name: bad\nartifacts: {artifacts}\n")
+    (tmp_path / "site").mkdir()
+    result = run_cli("--site-packages", tmp_path / "site", "--manifest", path, "status")
+    assert result.code == 2, result.out + result.err
+    assert "artifacts" in result.err and "unexpected error" not in result.err

@@ -256,7 +256,8 @@ def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
         problems.append(f"launch.tensor_parallel_size: expected a whole number >= 1, got "
                         f"{tp!r:.40}")
     seen: set[str] = set()
-    for index, artifact in enumerate(document.get("artifacts") or []):
+    artifacts = document.get("artifacts")  # not a list: the schema says so
+    for index, artifact in enumerate(artifacts if isinstance(artifacts, list) else []):
         if not isinstance(artifact, dict):
             continue
         where = f"artifacts[{index}]"
