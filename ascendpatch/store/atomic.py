@@ -1,7 +1,9 @@
 """Atomic file replacement: temp file in the same folder, fsync, os.replace, fsync the folder.
 
 Temp files get unpredictable names and are created with ``O_EXCL | O_NOFOLLOW`` (``mkstemp``):
-a symlink or file planted where a temp file will go is never followed or truncated.
+a symlink or file planted where a temp file will go is never followed or truncated. A temp
+name is never derived from the file's own name: it has a fixed length (33 bytes), so a file
+whose name is already NAME_MAX (255 bytes) long still gets one.
 """
 
 from __future__ import annotations
@@ -21,9 +23,13 @@ TEMP_SUFFIX = ".ascendpatch-tmp"
 _T = TypeVar("_T")
 
 
-def temp_glob(path: Path) -> str:
-    """The glob (in ``path.parent``) matching every temp file made for ``path``."""
-    return f".{path.name}.*{TEMP_SUFFIX}"
+def temp_name() -> str:
+    """A fresh, unpredictable temp name of fixed length, whatever the file is called."""
+    return f".{secrets.token_hex(8)}{TEMP_SUFFIX}"
+
+
+# Every temp file in a folder (the name does not say which file a temp file was for).
+TEMP_GLOB = f".*{TEMP_SUFFIX}"
 
 
 @contextlib.contextmanager
@@ -50,18 +56,20 @@ def open_dir(folder: Path, root: Path | None = None, *, create: bool = False) ->
 
 
 def write_atomic(path: Path, data: bytes, mode: int | None = None, *,
-                 root: Path | None = None) -> None:
+                 root: Path | None = None, owner: tuple[int, int] | None = None) -> None:
     with _named(path.parent):
-        _write_atomic(path, data, mode, root)
+        _write_atomic(path, data, mode, root, owner)
 
 
-def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None) -> None:
+def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
+                  owner: tuple[int, int] | None) -> None:
     """Replace ``path`` with ``data``; readers see the old or the new file, never a mix.
 
     The temp file is created ``O_EXCL | O_NOFOLLOW`` under an unpredictable name in the
-    destination folder, and removed again when anything fails (a full disk leaves no debris).
-    ``root``: the tree ``path`` must stay in; its folder is reached without following links
-    (see :func:`open_dir`)."""
+    destination folder (mode 0600 until it is complete), and removed again when anything
+    fails (a full disk leaves no debris). ``root``: the tree ``path`` must stay in; its folder
+    is reached without following links (see :func:`open_dir`). ``owner``: (uid, gid) the file
+    gets before its mode (a backup keeps its original's)."""
     dfd = open_dir(path.parent, root)
     try:
         if mode is None:
@@ -77,6 +85,8 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None) 
                 while view:
                     written = os.write(fd, view)
                     view = view[written:]
+                if owner is not None:
+                    os.fchown(fd, *owner)
                 os.fchmod(fd, mode)
                 os.fsync(fd)
             finally:
@@ -93,7 +103,7 @@ def _replacing(dfd: int, name: str, create: Callable[[str], _T]) -> Iterator[_T]
     (os.replace) and the folder is fsynced. When anything fails the temp entry is removed: a
     failure (a full disk) leaves no debris."""
     while True:
-        tmp = f".{name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+        tmp = temp_name()
         try:
             made = create(tmp)
             break

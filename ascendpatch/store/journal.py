@@ -281,8 +281,8 @@ class Transaction:
                    for folder in self.temp_folders)
 
     def clean_temp_files(self, paths: Iterable[Path] = ()) -> None:
-        for path in paths:
-            for tmp in path.parent.glob(atomic.temp_glob(path)) if path.parent.is_dir() else ():
+        for folder in dict.fromkeys(path.parent for path in paths):
+            for tmp in folder.glob(atomic.TEMP_GLOB) if folder.is_dir() else ():
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
         for folder in self.temp_folders:
