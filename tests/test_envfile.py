@@ -4,6 +4,8 @@ python-dotenv's dotenv_values and bash's `set -a; . file`."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from dotenv import dotenv_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.kit import Run, run_cli, tree_digest, write_manifest
+from tests.kit import Run, run_cli, seconduid, tree_digest, write_manifest
 
 # Comments, blank lines, `export`, quotes, an inline comment and mixed line endings: all of it
 # must come back byte for byte.
@@ -310,3 +312,35 @@ def test_what_python_dotenv_reads_is_what_it_acts_on(text: str, remove: bool,
     if not remove:
         expected["VLLM_USE_V1"] = "1"
     assert dict(after) == expected, (text, finding.desired.data)
+
+
+def test_a_secret_files_backup_is_as_private_as_the_file(monkeypatch: pytest.MonkeyPatch) \
+        -> None:
+    """`apply --force` on a 0600 serve.env holding HF_TOKEN: its backup keeps the mode and
+    owner, the backups folder is 0700 (also one left 0755 by an older run), and a real second
+    user (uid 65534) cannot read it. On 89ee836 the backup was 0644 under 0755 folders."""
+    with seconduid.open_folder() as top:
+        site, model = top / "site", top / "model"
+        site.mkdir()
+        model.mkdir()
+        (site / "visible.txt").write_text("anyone may read this\n")  # the walk itself works
+        (site / ".ascendpatch" / "backups").mkdir(parents=True, mode=0o755)
+        env_file = model / "serve.env"
+        original = b"HF_TOKEN=hf_the_secret_token\nVLLM_USE_V1=0\n"
+        env_file.write_bytes(original)
+        env_file.chmod(0o640)
+        os.chown(env_file, 4242, 4343)
+        monkeypatch.setenv("MODEL_DIR", str(model))
+        forced = cli(site, manifest(top, value="1"), "apply", "--force")
+        assert forced.code == 0, forced.out + forced.err
+        backups = site / ".ascendpatch" / "backups"
+        backup = backups / hashlib.sha256(original).hexdigest()
+        assert backup.read_bytes() == original
+        info = backup.stat()
+        assert (oct(info.st_mode & 0o777), info.st_uid, info.st_gid) == ("0o640", 4242, 4343)
+        assert seconduid.modes([backups]) == ["0o700"]
+        assert seconduid.run("cat", site / "visible.txt").returncode == 0
+        stolen = seconduid.run("cat", backup)
+        assert stolen.returncode != 0 and "hf_the_secret_token" not in stolen.stdout
+        assert cli(site, manifest(top, value="1"), "revert").code == 0
+        assert env_file.read_bytes() == original

@@ -2,10 +2,15 @@
 
 A backup's name is its digest, so reading one back is checking it: bytes that no longer hash
 to their name count as lost, never as the original.
+
+A backup is as private as its original: the backups folder is 0700 (an original may hold a
+secret, a ``serve.env`` with ``HF_TOKEN``), and each backup keeps its original's permission
+bits and, when ascendpatch runs as root, its owner.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ascendpatch.errors import StateError
@@ -42,10 +47,39 @@ class Backups:
             data = handle.read()
         return data if sha256_bytes(data) == digest else None
 
-    def store(self, data: bytes | None) -> None:
-        """Keep ``data`` (None: nothing to keep); a backup already there is not rewritten."""
+    def make_folder(self) -> None:
+        """Create the backups folder (and the state folder above it) if missing; either way
+        the backups folder ends 0700, also one an older version made 0755."""
+        fd = atomic.open_dir(self.folder, self.root, create=True)
+        try:
+            if os.fstat(fd).st_mode & 0o077:
+                os.fchmod(fd, PRIVATE)
+        finally:
+            os.close(fd)
+
+    def store(self, data: bytes | None, like: Path | None = None) -> None:
+        """Keep ``data`` (None: nothing to keep) with the mode and owner of ``like``, the file
+        it was read from (None: 0600, the running user's); a backup already there is not
+        rewritten."""
         if data is None:
             return
         digest = sha256_bytes(data)
         if self.read(digest) is None:
-            atomic.write_atomic(self.path(digest), data, mode=0o644, root=self.root)
+            mode, owner = _mode_and_owner(like)
+            atomic.write_atomic(self.path(digest), data, mode=mode, root=self.root, owner=owner)
+
+
+PRIVATE = 0o700
+
+
+def _mode_and_owner(like: Path | None) -> tuple[int, tuple[int, int] | None]:
+    """The permission bits (no setuid, setgid or sticky bit) of ``like``, and its owner when
+    this process may give a file away (root); 0600 and no owner when it cannot be read."""
+    try:
+        info = like.stat() if like is not None else None
+    except OSError:
+        info = None
+    if info is None:
+        return 0o600, None
+    owner = (info.st_uid, info.st_gid) if os.geteuid() == 0 else None
+    return (info.st_mode & 0o777) | 0o600, owner  # the owner can always read it back

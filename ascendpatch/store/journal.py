@@ -113,7 +113,9 @@ class Transaction:
         try:
             ledger_before = self._ledger_text()
             entries = [self._entry_of(c) for c in changes]
-            for data in [*(c.before for c in changes), *keep]:
+            for change in changes:  # as private as the original (mode, owner)
+                self.backups.store(change.before, like=change.path)
+            for data in keep:
                 self.backups.store(data)
             crash.point()
             atomic.write_atomic(self.path, json.dumps(

@@ -132,7 +132,7 @@ class LedgerStore:
     def _ensure_dir(self) -> None:
         self.check_layout()
         try:
-            os.close(atomic.open_dir(self.backups.folder, self.root, create=True))
+            self.backups.make_folder()
         except OSError as exc:
             raise fault(exc, self.root, changed=False) or RefusedError(
                 f"cannot create the state folder {self.dir} ({exc})",

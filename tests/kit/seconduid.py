@@ -1,0 +1,73 @@
+"""A real second user for the tests: uid/gid 65534 (nobody) through ``setpriv``.
+
+A test that proves "another user cannot read this" runs the real reader (``cat``, ascendpatch
+itself) as uid 65534 with every supplementary group dropped, on files in a folder that user can
+reach (pytest's own temp folder is root's 0700): :func:`open_folder`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+NOBODY = 65534
+
+
+def require() -> str:
+    """The setpriv executable; skips the test when not root or setpriv is missing."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv (util-linux) for a real second uid")
+    return setpriv
+
+
+def argv(*command: str | Path) -> list[str]:
+    """``command`` run as uid/gid 65534 with no supplementary groups."""
+    return [require(), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+            *map(str, command)]
+
+
+def run(*command: str | Path, env: dict[str, str] | None = None) \
+        -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv(*command), capture_output=True, text=True, timeout=120,
+                          check=False, stdin=subprocess.DEVNULL, env=env)
+
+
+def ascendpatch(*args: str | Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI as uid 65534, with ``home`` (which that user can write) as its home."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+           "ASCENDPATCH_LOG_DIR": str(home / "logs"),
+           "ASCENDPATCH_CACHE": str(home / "cache"), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    return run(sys.executable, "-m", "ascendpatch", *args, env=env)
+
+
+@contextlib.contextmanager
+def open_folder(prefix: str = "ascendpatch-uid-") -> Iterator[Path]:
+    """A fresh folder (0755, owned by root) that uid 65534 can walk into; removed after."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def home_for_nobody(parent: Path) -> Path:
+    """A home folder under ``parent`` that uid 65534 owns."""
+    home = parent / "nobody-home"
+    home.mkdir()
+    os.chown(home, NOBODY, NOBODY)
+    return home
+
+
+def modes(paths: Sequence[Path]) -> list[str]:
+    return [oct(p.stat().st_mode & 0o7777) for p in paths]
