@@ -67,6 +67,11 @@ class RefusedError(AscendpatchError):
     """An operation was refused because it would damage the target."""
 
 
+class RecoveryNeeded(AscendpatchError):
+    """A read-only command found an interrupted run's journal: it never rolls one back
+    (that rewrites target files), it says which command does."""
+
+
 class StateError(InvalidInputError):
     """ascendpatch's own state (journal, ledger, backups) has a shape it did not write."""
 

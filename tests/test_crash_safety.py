@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import CTRL_C_PRELUDE, make_dist, run_process, write_manifest
+from tests.kit import CTRL_C_PRELUDE, make_dist, run_process, tree_digest, write_manifest
 
 # Real processes killed, interrupted and racing, dozens of runs: seconds each (integration tier).
 pytestmark = pytest.mark.integration
@@ -74,8 +74,18 @@ def _pristine_hashes() -> list[str]:
 
 
 def _check_consistent(site: Path, manifest: Path) -> str:
-    """Run the next command; then all-or-nothing on disk, ledger and status must agree."""
-    status = run_process("--site-packages", site, "--manifest", manifest, "--json", "status")
+    """Run the next commands: a reader refuses a journal, changing nothing; the next writer
+    (revert: after a rollback nothing is applied) recovers; then all-or-nothing on disk,
+    ledger and status must agree."""
+    args = ("--site-packages", site, "--manifest", manifest)
+    if (site / ".ascendpatch/journal.json").exists():
+        half = tree_digest(site)
+        refused = run_process(*args, "status")
+        assert refused.code == 1 and "an interrupted run needs recovery" in refused.err
+        assert tree_digest(site) == half
+    if (site / ".ascendpatch/journal.json").exists() or list(site.rglob("*.ascendpatch-tmp")):
+        assert run_process(*args, "revert").code == 0
+    status = run_process(*args, "--json", "status")
     doc = json.loads(status.out)
     current = _hashes(site)
     ledger_path = site / ".ascendpatch/ledger.json"
@@ -194,3 +204,54 @@ def test_sigint_rolls_back_and_exits_130(template: dict[str, Path], tmp_path: Pa
     assert "rolled back" in proc.stderr
     assert _hashes(site) == _pristine_hashes()
     assert not (site / ".ascendpatch/journal.json").exists()
+
+
+def test_read_only_commands_never_recover_a_journal(template: dict[str, Path],
+                                                    tmp_path: Path) -> None:
+    """A run killed mid-transaction leaves its journal. Every command that only reads refuses
+    in one line naming the recovery, exit 1, and writes nothing: on 89ee836 `plan` and
+    `status` rolled the files back and deleted the journal (and `plan` is what the Ansible
+    module's check mode runs). The next `apply` recovers and completes."""
+    site = tmp_path / "killed"
+    shutil.copytree(template["site"], site)
+    args = ("--site-packages", site, "--manifest", template["manifest"])
+    killed = run_process(*args, "apply", env={"ASCENDPATCH_CRASH_AT": "6"})
+    assert killed.code == -signal.SIGKILL and (site / ".ascendpatch/journal.json").exists()
+    half = tree_digest(site)
+    assert _hashes(site) not in (_pristine_hashes(), _patched_hashes())  # really half done
+    snap = tmp_path / "snap.json"
+    for command in (["plan"], ["status"], ["verify", "--no-probes"], ["audit"],
+                    ["snapshot", "-o", str(snap)], ["apply", "--dry-run", "--diff"],
+                    ["revert", "--dry-run"], ["capture", "multi"]):
+        result = run_process(*args, *command)
+        said = result.out + result.err
+        assert result.code == 1, (command, said)
+        assert "an interrupted run needs recovery" in said and "revert" in said, command
+        assert len(result.err.strip().splitlines()) == 1, (command, result.err)
+        assert tree_digest(site) == half, command
+    assert not snap.exists()
+    applied = run_process(*args, "apply")
+    assert applied.code == 0, applied.err
+    assert "recovered an interrupted run" in applied.out + applied.err
+    assert _hashes(site) == _patched_hashes()
+    assert not (site / ".ascendpatch/journal.json").exists()
+
+
+def test_snapshot_waits_for_a_writer_like_every_reader(template: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    """While a writer holds the target's lock, snapshot waits (here: times out, naming the
+    holder) instead of recording a half-written apply; on 89ee836 it took no lock."""
+    snap = tmp_path / "snap.json"
+    fd = os.open(template["site"], os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what a running apply holds
+        runs = {command[0]: run_process("--site-packages", template["site"], "--manifest",
+                                        template["manifest"], "--lock-timeout", "0.5",
+                                        *command)
+                for command in (["snapshot", "-o", str(snap)], ["audit"], ["status"])}
+    finally:
+        os.close(fd)
+    for command, run in runs.items():
+        assert run.code == 1, (command, run.err)
+        assert f"locked by process {os.getpid()}" in run.err, command
+    assert not snap.exists()

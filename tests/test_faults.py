@@ -118,21 +118,28 @@ def test_disk_full_at_every_level_changes_nothing_and_says_so(tmp_path: Path) ->
     assert outcomes.count("refused") >= 3 and outcomes[-1] == "applied", outcomes
 
 
-def test_status_answers_with_a_full_disk_and_a_journal(tmp_path: Path) -> None:
+def test_a_journal_on_a_full_disk_readers_refuse_and_a_writer_rolls_back_later(
+        tmp_path: Path) -> None:
+    """A reader never rolls back (that writes): status refuses, changing nothing; the writer's
+    rollback on a full disk fails in one line, keeping the journal; with space it succeeds."""
     with small_fs(tmp_path / "mnt") as root:
         site, manifest = _target(root, tmp_path)
-        killed = run_process("--site-packages", site, "--manifest", manifest, "apply",
-                             env={"ASCENDPATCH_CRASH_AT": "3"})  # one file written
+        args = ("--site-packages", site, "--manifest", manifest)
+        killed = run_process(*args, "apply", env={"ASCENDPATCH_CRASH_AT": "3"})  # one file
         assert killed.code < 0 and (site / ".ascendpatch/journal.json").exists()
         _fill(root, 0)
-        status = run_cli("--site-packages", site, "--manifest", manifest, "status")
+        half = tree_digest(site)
+        status = run_cli(*args, "status")
         assert status.code == 1, status.err
-        said = status.out + status.err
-        assert "rolling it back failed (cannot write" in said
+        assert "an interrupted run needs recovery" in status.err
+        assert tree_digest(site) == half
+        applied = run_cli(*args, "apply")
+        assert applied.code == 1, applied.err
+        said = applied.out + applied.err
         assert "No space left on device" in said and "free space" in said
-        assert "partially applied" in status.out
-        shutil.rmtree(root / "filler")  # space again: the next run rolls it back
-        assert run_cli("--site-packages", site, "--manifest", manifest, "status").code == 1
+        assert (site / ".ascendpatch/journal.json").exists()
+        shutil.rmtree(root / "filler")  # space again: the next writer rolls it back
+        assert run_cli(*args, "revert").code == 0
         assert not (site / ".ascendpatch/journal.json").exists()
         assert (site / "demo/mod.py").read_text() == MOD
 

@@ -8,47 +8,14 @@ value that starts with '-' fails the task naming it, nothing runs, and ids are p
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.kit import REPO, make_small_demo, tree_digest, write_small_manifest
+from tests.kit import make_small_demo, run_process, tree_digest, write_small_manifest
+from tests.kit.ansibleplay import module_args, play
 
 pytestmark = pytest.mark.integration
-
-BIN = Path(sys.executable).parent
-
-
-def _play(root: Path, args: dict[str, object], *flags: str) -> dict[str, object]:
-    """One task of the module on localhost; its registered result."""
-    collections = root / "collections" / "ansible_collections" / "ascendpatch"
-    if not collections.exists():
-        collections.mkdir(parents=True)
-        (collections / "fleet").symlink_to(REPO / "ansible")
-    out = root / "result.json"
-    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
-        {"name": "run the module", "ascendpatch.fleet.ascendpatch": args, "register": "r",
-         "ignore_errors": True},
-        {"name": "keep the result", "ansible.builtin.copy": {
-            "content": "{{ r | to_json }}", "dest": str(out)}, "check_mode": False}]}]
-    playbook = root / "play.yml"
-    playbook.write_text(yaml.safe_dump(play))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ANSIBLE_"))}
-    env.update(ANSIBLE_COLLECTIONS_PATH=str(root / "collections"), ANSIBLE_NOCOLOR="1",
-               PATH=f"{BIN}:{env['PATH']}")
-    proc = subprocess.run([BIN / "ansible-playbook", "-i", "localhost,", "-c", "local",
-                           "-e", f"ansible_python_interpreter={sys.executable}", playbook,
-                           *flags], capture_output=True, text=True, env=env, timeout=300,
-                          check=False, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    result = json.loads(out.read_text())
-    assert isinstance(result, dict)
-    return result
 
 
 @pytest.fixture
@@ -57,11 +24,6 @@ def target(tmp_path: Path) -> tuple[Path, Path]:
     site.mkdir()
     make_small_demo(site)
     return site, write_small_manifest(tmp_path)
-
-
-def _args(site: Path, manifest: Path, **more: object) -> dict[str, object]:
-    return {"command": "apply", "site_packages": str(site), "manifest": str(manifest),
-            "executable": str(BIN / "ascendpatch"), **more}
 
 
 @pytest.mark.parametrize("bad", [
@@ -74,7 +36,7 @@ def test_an_id_that_looks_like_an_option_is_refused_and_nothing_runs(
         tmp_path: Path, target: tuple[Path, Path], bad: dict[str, object]) -> None:
     site, manifest = target
     before = tree_digest(tmp_path)
-    result = _play(tmp_path, _args(site, manifest, **bad))
+    result = play(tmp_path, module_args(site, manifest, **bad))
     assert result["failed"] is True
     assert "is not an artifact id" in str(result["msg"]) and "nothing was run" in str(
         result["msg"])
@@ -95,14 +57,14 @@ def test_an_id_can_never_choose_the_interpreter(tmp_path: Path,
     evil.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
     evil.chmod(0o755)
     for check in ((), ("--check",)):
-        result = _play(tmp_path, _args(site, manifest, ids=[f"--python={evil}"]), *check)
+        result = play(tmp_path, module_args(site, manifest, ids=[f"--python={evil}"]), *check)
         assert result["failed"] is True and not marker.exists()
 
 
 def test_good_ids_still_apply_after_the_separator(tmp_path: Path,
                                                   target: tuple[Path, Path]) -> None:
     site, manifest = target
-    result = _play(tmp_path, _args(site, manifest, ids=["demo-fix"]))
+    result = play(tmp_path, module_args(site, manifest, ids=["demo-fix"]))
     assert result.get("failed") is not True, result
     assert result["changed"] is True
     cmd = result["cmd"]
@@ -116,7 +78,28 @@ def test_check_mode_reports_a_pending_patch_as_a_change_and_writes_nothing(
     make (changed, with the file named), never a failure, and nothing is written."""
     site, manifest = target
     before = tree_digest(site)
-    result = _play(tmp_path, _args(site, manifest), "--check")
+    result = play(tmp_path, module_args(site, manifest), "--check")
     assert result.get("failed") is not True, result
     assert result["changed"] is True and result["changed_files"] == ["demo/mod.py"], result
     assert tree_digest(site) == before
+
+
+def test_check_mode_never_recovers_an_interrupted_run(tmp_path: Path,
+                                                     target: tuple[Path, Path]) -> None:
+    """Check mode writes nothing, ever: on 89ee836 its `plan` rolled the journal of a killed
+    apply back (rewriting demo/mod.py, deleting the journal). Now the task fails naming the
+    recovery, the target and the journal stay byte for byte; a real apply then recovers."""
+    site, manifest = target
+    killed = run_process("--site-packages", site, "--manifest", manifest, "apply",
+                         env={"ASCENDPATCH_CRASH_AT": "3"})  # after the file was written
+    journal = site / ".ascendpatch" / "journal.json"
+    assert killed.code < 0 and journal.exists()
+    half = tree_digest(site)
+    for command in ("apply", "revert"):  # their check-mode stand-ins: plan, status
+        result = play(tmp_path, module_args(site, manifest, command=command), "--check")
+        assert result["failed"] is True, result
+        assert "an interrupted run needs recovery" in str(result["msg"]), result["msg"]
+        assert tree_digest(site) == half
+    applied = play(tmp_path, module_args(site, manifest))
+    assert applied.get("failed") is not True, applied
+    assert not journal.exists() and "a2 = 2" in (site / "demo" / "mod.py").read_text()

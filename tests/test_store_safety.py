@@ -151,13 +151,15 @@ def test_journal_present_and_backups_lost(env: dict[str, Path]) -> None:
     state = env["site"] / ".ascendpatch"
     assert (state / "journal.json").exists()
     shutil.rmtree(state / "backups")
-    status = cli(env, "status")
+    half = tree_digest(env["site"])
+    status = cli(env, "status")  # a reader never rolls back: it says who does
     assert status.code == 1, status.err  # an answer, not a traceback
-    assert "backups are gone" in status.err + status.out
-    assert "partially applied" in status.out
-    assert not (state / "journal.json").exists()
+    assert "an interrupted run needs recovery" in status.err and "revert" in status.err
+    assert tree_digest(env["site"]) == half
     reverted = cli(env, "revert")
     assert reverted.code == 0, reverted.out + reverted.err
+    assert "backups are gone" in reverted.err + reverted.out
+    assert not (state / "journal.json").exists()
     assert _target_files(env["site"]) == pristine
 
 
@@ -269,7 +271,9 @@ def test_created_folders_go_on_revert_and_on_rollback(env: dict[str, Path]) -> N
     # Rollback: killed after writing the file, the next command removes it and its folders.
     killed = run_process(*args, "apply", env={"ASCENDPATCH_CRASH_AT": "3"})
     assert killed.code < 0 and (env["site"] / "demo/extra/deep/new.py").is_file()
-    assert run_cli(*args, "status").code == 1
+    assert run_cli(*args, "status").code == 1  # a reader refuses; the next writer rolls back
+    assert (env["site"] / "demo/extra/deep/new.py").is_file()
+    assert run_cli(*args, "revert").code == 0
     assert not (env["site"] / "demo/extra").exists()
     assert _target_files(env["site"]) == pristine
 

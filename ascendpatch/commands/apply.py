@@ -6,7 +6,7 @@ from argparse import ArgumentParser, Namespace
 
 from ascendpatch import progress
 from ascendpatch.commands import context
-from ascendpatch.commands.context import Context, locked
+from ascendpatch.commands.context import Context, writing
 from ascendpatch.pipeline.engine import execute
 from ascendpatch.pipeline.planner import prepare, select
 from ascendpatch.results import CommandResult, pending_exit_code
@@ -18,7 +18,7 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False, force: bool = Fa
     """``diff``: also keep the unified diff of what was applied (apply --diff, like Ansible)."""
     artifacts = select(ctx.manifest, ids, ctx.enabled_extra)
     prepared = prepare(artifacts, ctx.target, ctx.env)  # every bad input raises before writing
-    with locked(ctx) as session:
+    with writing(ctx, dry_run=dry_run) as session:
         found = progress.stream(execute(prepared, session.store, force=force, dry_run=dry_run,
                                         diff=diff), show_diff=diff)
     order = {artifact.id: index for index, (artifact, _) in enumerate(prepared)}

@@ -95,11 +95,12 @@ def run_on(target: Target, make_context: Callable[[], Context], *,
     """The audit of ``target``; ``make_context`` (the manifest) is called only when a file
     differs from its RECORD."""
     from ascendpatch.inspect.audit import audit
-    from ascendpatch.store.lock import target_lock
+    from ascendpatch.store.ledger import LedgerStore
 
     base = _load_baseline(baseline) if baseline is not None else None
-    # a live apply finishes first: a half-written state is never reported as drift
-    with target_lock(target.root, lock_timeout, on_wait, shared=True):
+    # a live apply finishes first: a half-written state is never reported as drift (and an
+    # interrupted one is refused, never rolled back: audit only reads)
+    with LedgerStore(target.root).session(lock_timeout, on_wait, shared=True):
         report = audit(target, lambda: expected_changes(make_context()), workers=workers)
     results = _lines(report)
     if base is not None:

@@ -15,7 +15,7 @@ from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 from ascendpatch.commands import context
-from ascendpatch.commands.context import Context, reading
+from ascendpatch.commands.context import Context, shared
 from ascendpatch.env import releases
 from ascendpatch.env.pipadapter import Source
 from ascendpatch.env.target import Distribution
@@ -133,7 +133,7 @@ def run(ctx: Context, dist_name: str, artifact_id: str | None, output: Path | No
     aid = artifact_id or f"{dist.name}-local-{dist.version}".replace("+", "-")
     output = output or Path(f"{aid}.patch")
     notes: list[str] = []
-    with reading(ctx) as session:
+    with shared(ctx) as session:
         changed = _changed(ctx, dist)
         if not changed:
             return _nothing(dist, "every file matches its RECORD; nothing to capture")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 from argparse import Namespace
@@ -70,33 +71,19 @@ def locked(ctx: Context) -> Iterator[Session]:
 
 @contextmanager
 def shared(ctx: Context) -> Iterator[Session]:
-    """A reader's lock: waits for a live apply or revert to finish, never blocks readers."""
+    """A reader's lock: waits for a live apply or revert to finish, never blocks readers.
+    Read-only commands (plan, status, verify, snapshot, capture, audit) hold it; they never
+    roll back an interrupted run (that writes): they refuse while its journal is there,
+    naming the command that recovers it."""
     session = Session(ctx.store)
     with session.store.session(ctx.lock_timeout, ctx.on_wait, session.notes, shared=True):
         yield session
 
 
-@contextmanager
-def reading(ctx: Context) -> Iterator[Session]:
-    """Read-only commands hold the shared lock; an interrupted run's journal is rolled back
-    first (exclusively) when they can write, and reported otherwise. A roll-back the file
-    system refuses (disk full) becomes a note: the command still answers."""
-    with shared(ctx) as session:
-        store = session.store
-        if not store.needs_recovery():
-            yield session
-            return
-        if not store.writable():
-            if store.journal_path.exists():
-                session.notes.append(f"an interrupted run left {store.journal_path}; run a "
-                                     "writing "
-                                     "command (apply or revert) as a user who can write the "
-                                     "target")
-            yield session
-            return
-    session = Session(store)
-    with store.session(ctx.lock_timeout, ctx.on_wait, session.notes, tolerate_faults=True):
-        yield session
+def writing(ctx: Context, *, dry_run: bool) -> contextlib.AbstractContextManager[Session]:
+    """The lock of a writing command (apply, revert): exclusive, recovering first; a dry run
+    writes nothing, so it reads as the read-only commands do (:func:`shared`)."""
+    return shared(ctx) if dry_run else locked(ctx)
 
 
 class Reach(enum.Enum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from argparse import ArgumentParser, Namespace
 
 from ascendpatch.commands import context
-from ascendpatch.commands.context import Context, reading
+from ascendpatch.commands.context import Context, shared
 from ascendpatch.pipeline.engine import execute
 from ascendpatch.pipeline.planner import prepare, select
 from ascendpatch.results import CommandResult, pending_exit_code
@@ -14,7 +14,7 @@ from ascendpatch.shell import cliargs
 
 def run(ctx: Context, ids: list[str], *, force: bool = False) -> CommandResult:
     prepared = prepare(select(ctx.manifest, ids, ctx.enabled_extra), ctx.target, ctx.env)
-    with reading(ctx) as session:  # a dry run writes nothing: every result is final at once
+    with shared(ctx) as session:  # a dry run writes nothing: every result is final at once
         results = tuple(execute(prepared, session.store, force=force, dry_run=True))
     return CommandResult("plan", results, tuple(session.notes),
                          exit_code_override=pending_exit_code(results), show_diff=True)

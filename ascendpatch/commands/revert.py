@@ -6,7 +6,7 @@ from argparse import ArgumentParser, Namespace
 
 from ascendpatch import progress
 from ascendpatch.commands import context
-from ascendpatch.commands.context import Context, locked
+from ascendpatch.commands.context import Context, writing
 from ascendpatch.pipeline.engine import revert_all
 from ascendpatch.pipeline.planner import prepare, select
 from ascendpatch.results import CommandResult, pending_exit_code
@@ -18,7 +18,7 @@ def run(ctx: Context, ids: list[str], *, dry_run: bool = False) -> CommandResult
     if not ids:  # revert whatever is applied, enabled or not
         artifacts = list(ctx.manifest.artifacts)
     prepared = prepare(artifacts, ctx.target, ctx.env, required=bool(ids))
-    with locked(ctx) as session:  # undone in reverse order of application, listed in order
+    with writing(ctx, dry_run=dry_run) as session:  # undone in reverse order, listed in order
         results = tuple(reversed(progress.stream(revert_all(prepared, session.store,
                                                             dry_run=dry_run))))
     command = "revert --dry-run" if dry_run else "revert"

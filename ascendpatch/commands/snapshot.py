@@ -15,10 +15,10 @@ from ascendpatch.pipeline.planner import evaluate, prepare
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
+from ascendpatch.store.ledger import LedgerStore
 
 
-def artifact_states(ctx: Context) -> dict[str, str]:
-    store = ctx.store
+def artifact_states(ctx: Context, store: LedgerStore) -> dict[str, str]:
     ledger = store.load_ledger()
     prepared = prepare(list(ctx.manifest.artifacts), ctx.target, ctx.env, required=False)
     return {a.id: status_of(evaluate(a, k), ledger, store).status.value for a, k in prepared}
@@ -36,7 +36,11 @@ def check_output(output: Path) -> None:
 
 def run(ctx: Context, output: Path, *, all_files: bool = False) -> CommandResult:
     check_output(output)
-    doc = snapshot.take(ctx.target, ctx.manifest, artifact_states(ctx), all_files)
+    # The reader's lock, as audit, status and verify take it: a live apply finishes first, so
+    # a half-written state is never recorded (and an interrupted one is refused).
+    with context.shared(ctx) as session:
+        doc = snapshot.take(ctx.target, ctx.manifest, artifact_states(ctx, session.store),
+                            all_files)
     body = json.dumps(doc, indent=1) + "\n"
     if str(output) != "-":
         atomic.write_atomic(output, body.encode())

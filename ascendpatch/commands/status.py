@@ -6,7 +6,7 @@ from argparse import Namespace
 from dataclasses import replace
 
 from ascendpatch.commands import context
-from ascendpatch.commands.context import Context, reading
+from ascendpatch.commands.context import Context, shared
 from ascendpatch.pipeline.engine import status_of
 from ascendpatch.pipeline.planner import evaluate, prepare, select
 from ascendpatch.results import (
@@ -25,7 +25,7 @@ from ascendpatch.store.ledger import Ledger, LedgerStore
 
 def run(ctx: Context, ids: list[str]) -> CommandResult:
     prepared = prepare(select(ctx.manifest, ids, ctx.enabled_extra), ctx.target, ctx.env)
-    with reading(ctx) as session:
+    with shared(ctx) as session:
         ledger = session.store.load_ledger()
         results = tuple(status_of(evaluate(a, k), ledger, session.store) for a, k in prepared)
         if not ids:

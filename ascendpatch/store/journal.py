@@ -181,14 +181,35 @@ class Transaction:
     def load(self) -> tuple[str | None, list[Entry]] | None:
         """The journal, validated; None when there is none (or it was unreadable JSON, which
         an atomic write cannot produce: it is then discarded)."""
+        doc = self._read()
+        if doc is None:
+            if self.path.is_file():  # unreadable JSON: discarded
+                atomic.remove(self.path, root=self.root)
+            return None
+        return self._checked(doc)
+
+    def pending(self) -> bool:
+        """A journal is there (one of the wrong shape raises StateError, as for a writer);
+        reads only, for the commands that never recover."""
+        doc = self._read()
+        if doc is None:
+            return False
+        self._checked(doc)
+        return True
+
+    def _read(self) -> object | None:
+        """The journal's JSON; None when there is none or it is not JSON at all (which an
+        atomic write cannot produce: a writer discards it)."""
         raw = read_state_file(self.path)
         if raw is None:
             return None
         try:
-            doc = json.loads(raw.decode("utf-8"))
+            doc: object = json.loads(raw.decode("utf-8"))
         except ValueError:
-            atomic.remove(self.path, root=self.root)
             return None
+        return doc
+
+    def _checked(self, doc: object) -> tuple[str | None, list[Entry]]:
         origin = f"journal {self.path}"
         try:
             return self._parse(doc, origin)

@@ -25,7 +25,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ascendpatch.errors import Interrupted, RefusedError, StateError, UnsafePathError
+from ascendpatch.errors import (
+    Interrupted,
+    RecoveryNeeded,
+    RefusedError,
+    StateError,
+    UnsafePathError,
+)
+from ascendpatch.results import Hint, Phrase
 from ascendpatch.store import atomic, crash, garbage
 from ascendpatch.store.backups import Backups
 from ascendpatch.store.journal import Change, Transaction, fault
@@ -94,17 +101,20 @@ class LedgerStore:
     # ------------------------------------------------------------------ locking
     @contextmanager
     def session(self, timeout: float, on_wait: Callable[[str], None] | None = None,
-                notes: list[str] | None = None, *, shared: bool = False,
-                tolerate_faults: bool = False) -> Iterator[None]:
-        """Hold the target lock; an exclusive holder first undoes what an interrupted run left.
+                notes: list[str] | None = None, *, shared: bool = False) -> Iterator[None]:
+        """Hold the target lock; an exclusive holder (a writer) first undoes what an
+        interrupted run left.
 
-        ``shared``: a reader's lock (no recovery), held while a writer holds none.
-        ``tolerate_faults``: a recovery the file system refuses (disk full) becomes a note.
-        Ctrl-C after a commit leaves as :class:`Interrupted`, naming what was committed."""
+        ``shared``: a reader's lock, held while a writer holds none. A reader never recovers
+        (that rewrites target files): it refuses with :class:`RecoveryNeeded` while a journal
+        is there, since the files are then half changed. Ctrl-C after a commit leaves as
+        :class:`Interrupted`, naming what was committed."""
         with target_lock(self.root, timeout, on_wait, shared=shared):
             self.check_layout()
-            if not shared:
-                recovered = self._recover_on_entry(tolerate_faults)
+            if shared:
+                self.refuse_interrupted()
+            else:
+                recovered = self._recover_on_entry()
                 if recovered and notes is not None:
                     notes.append(recovered)
             try:
@@ -114,16 +124,25 @@ class LedgerStore:
                     raise Interrupted(tuple(self.committed)) from exc
                 raise
 
-    def _recover_on_entry(self, tolerate_faults: bool) -> str | None:
+    def refuse_interrupted(self) -> None:
+        """Raise RecoveryNeeded when an interrupted run's journal is there (StateError when
+        it is not a journal ascendpatch wrote)."""
+        journal = self.journal_path
+        if self.transaction.pending():
+            raise RecoveryNeeded(
+                f"an interrupted run needs recovery: its journal {journal} is still there "
+                "and the files it names are half changed; this command only reads, and "
+                "changed nothing",
+                fix=Phrase("run '", Hint(("apply",)), "' (or '", Hint(("revert",)),
+                           "') as a user who can write the target; it rolls the interrupted "
+                           "run back first"))
+
+    def _recover_on_entry(self) -> str | None:
         try:
             return self.recover()
         except OSError as exc:
-            problem = fault(exc, self.root, changed=True, journal=self.journal_path)
-            if problem is None or not tolerate_faults:
-                raise problem or exc from None
-            return (f"an interrupted run left {self.journal_path} and rolling it "
-                    f"back failed ({problem.message}); the files are shown as "
-                    f"they are; fix: {problem.fix}")
+            raise fault(exc, self.root, changed=True, journal=self.journal_path) or exc \
+                from None
 
     def writable(self) -> bool:
         probe = self.dir if self.dir.exists() else self.root
