@@ -25,6 +25,7 @@ from tests.kit import (
     make_demo_target,
     run_cli,
     run_process,
+    seconduid,
     tree_digest,
     unmount,
 )
@@ -190,6 +191,26 @@ def test_permission_denied_mid_apply(tmp_path: Path) -> None:
     assert "run as a user who can write" in proc.stderr
     assert _files(site) == pristine
     assert not (site / ".ascendpatch/journal.json").exists()
+
+
+@pytest.mark.integration
+def test_an_unprivileged_apply_on_an_unreadable_file_is_one_line(tmp_path: Path) -> None:
+    """uid 65534 (a real second user) runs apply and status on a root-owned target with one
+    0600 file: exit 1, one line naming the file and the fix, nothing written. On 89ee836 it
+    was exit 3 (PermissionError, a traceback in a crash log)."""
+    with seconduid.open_folder() as top:
+        site, manifest = _target(top, top)
+        (site / "demo" / "mod.py").chmod(0o600)
+        before = tree_digest(top)
+        home = seconduid.home_for_nobody(tmp_path)
+        for command in ("apply", "status"):
+            run = seconduid.ascendpatch("--site-packages", site, "--manifest", manifest,
+                                        command, home=home)
+            lines = (run.stdout + run.stderr).strip().splitlines()
+            assert run.returncode == 1, (command, lines)
+            assert len(lines) == 1 and f"cannot read {site}/demo/mod.py" in lines[0], lines
+            assert "(Permission denied); nothing was changed; fix: run as a user" in lines[0]
+            assert tree_digest(top) == before
 
 
 # The apply of a two-file patch, with Ctrl-C delivered at crash point N.

@@ -114,11 +114,18 @@ class ArtifactSite:
 def read_target_file(path: Path, artifact: Artifact) -> bytes | None:
     """The bytes of a file of the target (None: absent). A FIFO, device or folder where
     ``artifact`` expects a file is refused: opening it without O_NONBLOCK would hang every
-    command."""
+    command. So is a file (or folder on the way) this user may not read: one line, before
+    anything is written."""
     try:
         handle, _info = open_regular(path)
     except FileNotFoundError:
         return None
+    except PermissionError as exc:
+        raise RefusedError(
+            f"artifact {artifact.id}: cannot read {path} ({exc.strerror}); "
+            "nothing was changed",
+            fix="run as a user who can read and write the target (its owner, or root)") \
+            from None
     except (IsADirectoryError, NotRegularFileError):
         raise RefusedError(
             f"artifact {artifact.id}: {path} is not a regular file (a folder, FIFO "

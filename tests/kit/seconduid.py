@@ -12,11 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.kit import REPO
 
 NOBODY = 65534
 
@@ -41,13 +44,27 @@ def run(*command: str | Path, env: dict[str, str] | None = None) \
                           check=False, stdin=subprocess.DEVNULL, env=env)
 
 
+def python() -> str:
+    """An interpreter of this Python's version that uid 65534 can run (this venv's may link
+    into root's 0700 home); skips the test when there is none."""
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for candidate in (sys.executable, os.path.realpath(sys.executable),
+                      f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
+        said = run(candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
+        if said.returncode == 0 and said.stdout.strip() == version:
+            return candidate
+    pytest.skip(f"uid {NOBODY} can run no python{version} on this machine")
+
+
 def ascendpatch(*args: str | Path, home: Path) -> subprocess.CompletedProcess[str]:
-    """The real CLI as uid 65534, with ``home`` (which that user can write) as its home."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-           "ASCENDPATCH_LOG_DIR": str(home / "logs"),
+    """The real CLI (this checkout, this venv's packages) as uid 65534, with ``home`` (which
+    that user can write) as its home."""
+    paths = [str(REPO), *sysconfig.get_paths()["purelib"].split(os.pathsep),
+             sysconfig.get_paths()["platlib"], *sys.path]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "ASCENDPATCH_LOG_DIR": str(home / "logs"),
            "ASCENDPATCH_CACHE": str(home / "cache"), "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.pathsep.join(sys.path)}
-    return run(sys.executable, "-m", "ascendpatch", *args, env=env)
+           "PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in paths if p))}
+    return run(python(), "-m", "ascendpatch", *args, env=env)
 
 
 @contextlib.contextmanager
