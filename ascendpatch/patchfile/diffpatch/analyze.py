@@ -112,6 +112,9 @@ def analyze(patch: FilePatch, current: bytes | None) -> FileAnalysis:
         missing = tuple(HunkReport(h.index, FileState.CONFLICT, None, 0, "    (file is missing)")
                         for h in patch.hunks)
         return FileAnalysis(patch.path, FileState.CONFLICT, missing)
+    if current and _whole_addition(patch) and not _same_text(current, whole_image(patch, "+"),
+                                                                patch):
+        return _whole_conflict(patch)
     image = Image.of(current, patch.exact_eol)
     decision = _core(image, patch.hunks)
     if decision.state is FileState.APPLIED:
@@ -255,15 +258,32 @@ def _analyze_whole(patch: FilePatch, current: bytes | None) -> FileAnalysis:
     else:
         state = (FileState.APPLIED if current is None else
                  FileState.PRISTINE if _same_text(current, image, patch) else FileState.CONFLICT)
-    near = "    (the file exists with other content)" if state is FileState.CONFLICT else None
-    reports = tuple(HunkReport(h.index, state, 0, 0, near) for h in patch.hunks)
     if state is FileState.CONFLICT:
-        return FileAnalysis(patch.path, state, reports,
-                            "" if reports else "the file exists with other content")
+        return _whole_conflict(patch)
+    reports = tuple(HunkReport(h.index, state, 0, 0) for h in patch.hunks)
     before, after = (None, image) if patch.is_new else (image, None)
     forward = Content(current if state is FileState.APPLIED else after)
     reverse = Content(current if state is FileState.PRISTINE else before)
     return FileAnalysis(patch.path, state, reports, "", forward, reverse)
+
+
+def _whole_conflict(patch: FilePatch) -> FileAnalysis:
+    near = "    (the file exists with other content)"
+    reports = tuple(HunkReport(h.index, FileState.CONFLICT, 0, 0, near) for h in patch.hunks)
+    return FileAnalysis(patch.path, FileState.CONFLICT, reports,
+                        "" if reports else "the file exists with other content")
+
+
+def _whole_addition(patch: FilePatch) -> bool:
+    """One hunk ``@@ -0,0 +1,N @@``: a whole file, under ``a/`` ``b/`` names instead of
+    ``/dev/null``. ``git apply`` matches it at both ends of the file, so only an empty file
+    takes it (and only the file holding exactly its lines has it applied); a file with other
+    content is a conflict, never "not applied" (inserting at the top is what
+    ``--unidiff-zero`` would do, which a lone zero-line hunk cannot ask for)."""
+    if len(patch.hunks) != 1:
+        return False
+    hunk = patch.hunks[0]
+    return hunk.old_start == 0 and not hunk.pre_keys and hunk.new_start == 1
 
 
 def _same_text(current: bytes, image: bytes, patch: FilePatch) -> bool:
