@@ -273,10 +273,10 @@ _VALUES = st.text(alphabet="ab1 #=/\n'\"", max_size=8)
 
 
 @st.composite
-def _dotenv_files(draw: st.DrawFn) -> str:
+def _dotenv_files(draw: st.DrawFn, names: st.SearchStrategy[str] = _NAMES) -> str:
     lines = []
     for _ in range(draw(st.integers(0, 6))):
-        name, value = draw(_NAMES), draw(_VALUES)
+        name, value = draw(names), draw(_VALUES)
         quote = draw(st.sampled_from(["", "'", '"']))
         if (quote and quote not in value) or (not quote and not set(value) & set("\n'\"")):
             lines.append(f"{draw(st.sampled_from(['', 'export ', '  ']))}{name}="
@@ -344,3 +344,59 @@ def test_a_secret_files_backup_is_as_private_as_the_file(monkeypatch: pytest.Mon
         assert stolen.returncode != 0 and "hf_the_secret_token" not in stolen.stdout
         assert cli(site, manifest(top, value="1"), "revert").code == 0
         assert env_file.read_bytes() == original
+
+
+SECRET_ENV = (b"# model package\n"
+              b"HF_TOKEN=hf_context_secret_1\n"
+              b"export API_KEY='key_context_secret_2'  # for the router\n"
+              b"DB_PASSWORD=\"multi\nline_secret_3\"\n"
+              b"ASCEND_RT_VISIBLE_DEVICES=0,1\n")
+SECRETS = ("hf_context_secret_1", "key_context_secret_2", "line_secret_3", "hf_manifest_4")
+
+
+@pytest.mark.parametrize("key, value", [("VLLM_USE_V1", "1"), ("HF_TOKEN", "hf_manifest_4")])
+def test_diffs_never_show_a_secret_value(tmp_path: Path, site: Path, model: Path, key: str,
+                                         value: str) -> None:
+    """plan, apply --dry-run --diff, status and apply --diff, as text and --json: every
+    secret-named value is *** in the diff's context lines, and in its -/+ lines when the key
+    set is itself secret. On 89ee836 the context lines showed them."""
+    env_file = model / "serve.env"
+    env_file.write_bytes(SECRET_ENV if key != "HF_TOKEN" else
+                         SECRET_ENV.replace(b"HF_TOKEN=hf_context_secret_1\n", b""))
+    path = key_manifest(tmp_path, key, value=value)
+    runs = [cli(site, path, *args) for args in (
+        ("plan",), ("--json", "plan"), ("apply", "--dry-run", "--diff"),
+        ("--json", "apply", "--dry-run", "--diff"), ("status",), ("--json", "status"))]
+    runs.append(cli(site, path, "--json", "apply", "--diff"))
+    assert runs[-1].code == 0, runs[-1].out + runs[-1].err
+    for run in runs:
+        said = run.out + run.err
+        assert not [s for s in SECRETS if s in said], said
+    diff = runs[-1].json["results"][0]["diff"]
+    assert " export API_KEY=***  # for the router\n" in diff, diff
+    assert " DB_PASSWORD=***\n" in diff and " ASCEND_RT_VISIBLE_DEVICES=0,1\n" in diff
+    assert f"+{key}={'***' if key == 'HF_TOKEN' else value}\n" in diff
+    assert value.encode() in env_file.read_bytes()  # only what is shown is masked
+
+
+_SECRET_NAMES = st.sampled_from(["HF_TOKEN", "API_KEY", "MY_SECRET_X", "VLLM_USE_V1", "A"])
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_dotenv_files(_SECRET_NAMES))
+def test_masked_hides_exactly_the_secret_values(text: str, tmp_path: Path) -> None:
+    """Any dotenv file, read back by python-dotenv: the same variables in the same order,
+    each secret-named non-empty value read as ***, every other value as before."""
+    from ascendpatch.kinds.envfile import masked
+    from ascendpatch.redact import MASK, is_secret
+
+    path = tmp_path / "serve.env"
+    path.write_text(text)
+    before = dotenv_values(path)
+    path.write_text(masked(text))
+    after = dotenv_values(path)
+    assert list(after) == list(before), (text, masked(text))
+    for name, value in before.items():
+        wanted = MASK if is_secret(name) and value else value
+        assert after[name] == wanted, (name, text, masked(text))

@@ -184,6 +184,11 @@ class Kind(Protocol):
     def nothing_to_do(self, site: ArtifactSite) -> str:
         """Why ``inspect`` found no file to act on (shown as [SKIP])."""
 
+    def for_display(self, data: bytes) -> bytes:
+        """A file's content (current or desired) as a person or a log may see it, in diffs:
+        a kind whose files may hold credentials masks their values (ascendpatch.redact).
+        Never what is written."""
+
 
 class BaseKind:
     """The defaults of the :class:`Kind` protocol (as pre-commit's ``lang_base``): a kind
@@ -214,6 +219,9 @@ class BaseKind:
 
     def nothing_to_do(self, site: ArtifactSite) -> str:
         return "no file to act on"
+
+    def for_display(self, data: bytes) -> bytes:
+        return data  # source files: shown as they are
 
 
 # Options every kind accepts (read by ``verify``, whatever the kind).

@@ -208,6 +208,34 @@ def _differs(key: str, found: str, wanted: str) -> str:
     return f"{key} is {found!r}, not {wanted!r}"
 
 
+# `NAME=` opening a line the parser cannot read: all after `=` counts as the value
+_BROKEN_ENTRY = re.compile(rf"(?m)^([ \t]*(?:export[ \t]+)?({_KEY})[ \t]*=)[^\r\n]*")
+
+
+def masked(text: str) -> str:
+    """``text`` with the value of every secret-named entry (ascendpatch.redact, on the
+    dotenv key) replaced by ``***``, a value spanning lines included; the rest byte for byte.
+    A secret-named line the parser cannot read is masked from its ``=`` to the line's end."""
+    out: list[str] = []
+    for _offset, binding in _entries(text):
+        original = binding.original.string
+        if binding.error or binding.key is None:
+            out.append(_BROKEN_ENTRY.sub(
+                lambda m: m[1] + redact.MASK if redact.is_secret(m[2]) else m[0], original))
+            continue
+        if not redact.is_secret(binding.key) or not binding.value:
+            out.append(original)  # an empty value hides nothing
+            continue
+        try:
+            line = _entry_line(Path(), binding.key, 0, binding)
+        except RefusedError:
+            out.append(_BROKEN_ENTRY.sub(lambda m: m[1] + redact.MASK, original))
+            continue
+        out.append(f"{original[:line.start]}{line.lead}{binding.key}={redact.MASK}"
+                   f"{line.suffix}")
+    return "".join(out)
+
+
 class EnvFileKind(BaseKind):
     name = "env-file"
     needs_distribution = False  # the file belongs to a model package, not to a wheel
@@ -234,3 +262,6 @@ class EnvFileKind(BaseKind):
         opts = _options(site.artifact, site.env)
         path, current = site.read(opts.file.name)
         return [_finding(opts, path, current)]
+
+    def for_display(self, data: bytes) -> bytes:
+        return _encode(masked(data.decode("utf-8", "surrogateescape")))

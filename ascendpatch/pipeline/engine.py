@@ -109,12 +109,15 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
 
 
 def unified_diff(plan: ArtifactPlan) -> str:
+    """The diff of every change the plan makes, as its kind displays the content (an env
+    file's secret values masked, in context lines too)."""
+    show = KINDS[plan.artifact.kind].for_display
     chunks: list[str] = []
     for finding in plan.files:
         if finding.state is FileState.APPLIED or not finding.desired.known:
             continue
-        old = (finding.current or b"").decode("utf-8", "replace").splitlines(keepends=True)
-        new = (finding.desired.data or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        old, new = (show(data or b"").decode("utf-8", "replace").splitlines(keepends=True)
+                    for data in (finding.current, finding.desired.data))
         chunks.extend(difflib.unified_diff(old, new, f"a/{finding.rel}", f"b/{finding.rel}"))
     return "".join(chunks)
 
