@@ -135,3 +135,60 @@ def test_a_fifo_where_the_file_should_be_is_refused_not_read(tmp_path: Path, man
     assert run.code == 1, run.out + run.err
     assert f"{fifo} is not a regular file" in run.out + run.err
     assert tree_digest(cache) == before
+
+
+# A cache other users can write may hold links out of it. Every path is decided through the
+# store's guard before anything is written: no journal is left that the next run would refuse
+# (on 89ee836: blobs/ linked out made apply write its journal and then refuse it, so every
+# later command exited 2 until the journal was moved by hand), and nothing outside the cache
+# is read (a .no_exist/<commit> linked to a root-only folder was read and kept as a backup).
+
+
+def _nothing_written(site: Path) -> None:
+    assert not (site / ".ascendpatch").exists()
+
+
+def test_blobs_linked_out_of_the_cache_is_refused_before_anything_is_written(
+        tmp_path: Path, manifest: Path, site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = make_cache(tmp_path / "hf" / "hub", links=True, no_exist=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    repo = cache / "models--openai--whisper-large-v3"
+    outside = tmp_path / "outside-blobs"
+    (repo / "blobs").rename(outside)
+    (repo / "blobs").symlink_to(outside)
+    before = tree_digest(tmp_path / "hf"), tree_digest(outside)
+    for command in ("apply", "status", "apply"):
+        result = cli(site, manifest, command)
+        said = (result.out + result.err).strip()
+        assert result.code == 2, (command, said)
+        assert len(said.splitlines()) == 1 and "outside" in said and "blobs" in said, said
+        assert (tree_digest(tmp_path / "hf"), tree_digest(outside)) == before
+        _nothing_written(site)
+    (repo / "blobs").unlink()  # the one fix needed: the link, never a journal
+    outside.rename(repo / "blobs")
+    assert cli(site, manifest, "apply").code == 0
+    assert isinstance(hub.try_to_load_from_cache(REPO, "processor_config.json",
+                                                 cache_dir=cache), str)
+
+
+def test_a_no_exist_folder_linked_outside_is_never_read(
+        tmp_path: Path, manifest: Path, site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = make_cache(tmp_path / "hf" / "hub", links=True, no_exist=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    private = tmp_path / "root-only"
+    private.mkdir(mode=0o700)
+    secret = private / "processor_config.json"
+    secret.write_bytes(b"root's private bytes\n")
+    secret.chmod(0o600)
+    no_exist = cache / "models--openai--whisper-large-v3" / ".no_exist"
+    no_exist.mkdir()
+    (no_exist / COMMITS[0]).symlink_to(private)
+    before = tree_digest(tmp_path / "hf")
+    for command in ("apply", "status"):
+        result = cli(site, manifest, command)
+        said = (result.out + result.err).strip()
+        assert result.code == 2, (command, said)
+        assert len(said.splitlines()) == 1 and "outside" in said and ".no_exist" in said, said
+        assert secret.read_bytes() == b"root's private bytes\n"
+        assert tree_digest(tmp_path / "hf") == before
+        _nothing_written(site)

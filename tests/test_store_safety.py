@@ -529,3 +529,28 @@ def test_the_state_folder_is_created_without_following_a_link_planted_after_the_
         store.commit([Change(root / "mod.py", b"original\n", b"patched\n")], lambda led: led)
     assert list(outside.iterdir()) == []
     assert (root / "mod.py").read_bytes() == b"original\n"
+
+
+def test_a_change_through_a_link_out_of_an_extra_root_is_refused_before_the_journal(
+        tmp_path: Path) -> None:
+    """A tree a kind writes into (the Hugging Face cache) with a folder linked out of it: the
+    store refuses the change with the guard recovery would apply, before any backup or
+    journal is written (on 89ee836 the journal was written, the write refused, and the next
+    run refused that journal: exit 2 until it was moved by hand)."""
+    from ascendpatch.errors import UnsafePathError
+    from ascendpatch.store.ledger import Change, LedgerStore
+
+    site, cache, outside = tmp_path / "site", tmp_path / "cache", tmp_path / "outside"
+    for folder in (site, cache / "repo", outside):
+        folder.mkdir(parents=True)
+    (cache / "repo" / "blobs").symlink_to(outside)
+    (cache / "repo" / "kept").write_bytes(b"old")
+    store = LedgerStore(site, [cache])
+    changes = [Change(cache / "repo" / "kept", b"old", b"new"),
+               Change(cache / "repo" / "blobs" / "x", None, b"data")]
+    with pytest.raises(UnsafePathError, match="outside"):
+        store.commit(changes, lambda ledger: ledger)
+    assert not store.journal_path.exists() and not list(outside.iterdir())
+    assert (cache / "repo" / "kept").read_bytes() == b"old"
+    assert not list(store.backups.folder.iterdir())
+    assert store.recover() is None  # nothing for the next run to trip over

@@ -58,11 +58,19 @@ def _rel(site: ArtifactSite, path: Path) -> str:
     return path.relative_to(site.root).as_posix()
 
 
+def _guarded(site: ArtifactSite, path: Path) -> Path:
+    """``path`` through the path guard before it is looked at: a link in the cache (its
+    ``blobs/``, a ``.no_exist/<commit>``, the file itself) that leads out of it is refused,
+    so nothing outside is read and no write is ever planned there (exit 2, nothing written)."""
+    return site.path(_rel(site, path))
+
+
 def _snapshot_findings(site: ArtifactSite, repo_dir: Path, snap: Path, filename: str,
                     data: bytes) -> list[FileFinding]:
     findings = []
-    target = snap / filename
-    blob = repo_dir / "blobs" / sha256_bytes(data)
+    target = _guarded(site, snap / filename)
+    blob = _guarded(site, repo_dir / "blobs" / sha256_bytes(data))
+    marker = _guarded(site, repo_dir / ".no_exist" / snap.name / filename)
     uses_links = any(p.is_symlink() for p in snap.iterdir())
     if target.is_symlink() or target.exists():
         current = read_target_file(target, site.artifact)
@@ -82,7 +90,6 @@ def _snapshot_findings(site: ArtifactSite, repo_dir: Path, snap: Path, filename:
     else:
         findings.append(FileFinding(_rel(site, target), target, FileState.PRISTINE, None,
                               Content(data), Content(None), f"{target}: missing"))
-    marker = repo_dir / ".no_exist" / snap.name / filename
     if marker.exists():
         current = read_target_file(marker, site.artifact)
         findings.append(FileFinding(_rel(site, marker), marker, FileState.PRISTINE, current,

@@ -113,6 +113,8 @@ class Transaction:
         try:
             ledger_before = self._ledger_text()
             entries = [self._entry_of(c) for c in changes]
+            for entry in entries:  # the guard recovery applies, now: a journal this run
+                self._entry(entry, f"change of {entry['path']}")  # writes, it can read back
             for change in changes:  # as private as the original (mode, owner)
                 self.backups.store(change.before, like=change.path)
             for data in keep:

@@ -139,13 +139,25 @@ class Roots:
             raise UnsafePathError(f"{origin}: path {raw!r} is not a string")
         path = Path(raw)
         if not path.is_absolute():
-            return self.outside_state(self.target.join(raw, origin=origin), origin)
+            return self.outside_state(self._join(self.target, raw, origin), origin)
         for tree in self.trees:
             rel = tree.relative(path)
             if rel is not None:
-                return self.outside_state(tree.join(rel, origin=origin), origin)
+                return self.outside_state(self._join(tree, rel, origin), origin)
         raise UnsafePathError(f"{origin}: path {raw!r} lies outside the target "
                               f"{self.target.path}")
+
+    def _join(self, tree: Root, rel: str, origin: str) -> Path:
+        """``rel`` under ``tree``; one whose links lead into another tree of the store is
+        accepted too, as :meth:`destination` writes through such a link (so a journal the
+        store wrote is always one it can read back)."""
+        try:
+            return tree.join(rel, origin=origin)
+        except UnsafePathError:
+            candidate = tree.path.joinpath(*check_relative(rel, origin=origin).parts)
+            if any(other.inside(candidate) for other in self.trees):  # (): a tree itself
+                return candidate
+            raise
 
     def outside_state(self, path: Path, origin: str) -> Path:
         if self.state.holds(path):
