@@ -20,7 +20,6 @@ shape stops the command with exit 2, naming the file and the fix.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -143,10 +142,6 @@ class LedgerStore:
         except OSError as exc:
             raise fault(exc, self.root, changed=True, journal=self.journal_path) or exc \
                 from None
-
-    def writable(self) -> bool:
-        probe = self.dir if self.dir.exists() else self.root
-        return probe.exists() and os.access(probe, os.W_OK)
 
     def _ensure_dir(self) -> None:
         self.check_layout()
