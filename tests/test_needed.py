@@ -177,16 +177,17 @@ def test_a_malformed_condition_is_refused(tmp_path: Path, site: Path,
 DEEP = "x = " + " + ".join(["1"] * 2500) + "\n"  # parses; 89ee836's recursive visitor crashed
 
 
-@pytest.mark.parametrize(("content", "needed"), [
-    ((DEEP + AFFECTED).encode(), True),
-    ((DEEP + FIXED_UPSTREAM).encode(), False),
-    (b"x = " + b" + ".join([b"1"] * 6000) + b"\n", None),  # past ast.parse's own limit
-    (b"x = " + b"(" * 5000 + b"1" + b")" * 5000 + b"\n", None),
-    (b"#" * (5 * 1024 * 1024), None),  # larger than any source file: not parsed
+@pytest.mark.parametrize(("content", "allowed"), [
+    ((DEEP + AFFECTED).encode(), {True}),
+    ((DEEP + FIXED_UPSTREAM).encode(), {False}),
+    # past Python 3.11's ast.parse limit (undecided); 3.10's parser reads it (no call: False)
+    (b"x = " + b" + ".join([b"1"] * 6000) + b"\n", {None, False}),
+    (b"x = " + b"(" * 5000 + b"1" + b")" * 5000 + b"\n", {None}),
+    (b"#" * (5 * 1024 * 1024), {None}),  # larger than any source file: not parsed
 ])
 def test_hostile_source_is_read_or_undecided_never_a_crash(content: bytes,
-                                                           needed: bool | None) -> None:
-    assert evaluate(OP, content).needed is needed
+                                                           allowed: set[bool | None]) -> None:
+    assert evaluate(OP, content).needed in allowed
 
 
 def test_a_deeply_nested_release_file_through_the_cli(site: Path, catalog: Path) -> None:
