@@ -89,6 +89,7 @@ c = serve("c")
 trees["c"] = settled(c)
 engine = next(p for p, v in trees["a"].items() if v["title"] == "VLLM::EngineCore")
 os.kill(a.pid, 9)  # SIGKILL of the API server only
+wait_for(lambda: identity(a.pid) is None)  # reaped by this PID 1, as a container's init would
 wait_for(lambda: Path(f"/proc/{engine}/stat").read_text().rsplit(")", 1)[1].split()[1] == "1")
 time.sleep(2)  # the orphans stay: vLLM does not notice its API server is gone
 orphans = {p: v for p, v in left(trees["a"]).items() if v["state"] != "Z"}

@@ -66,7 +66,10 @@ def reap():
                 except OSError:
                     continue
                 if fields[0] == "Z" and fields[1] == "1":
-                    os.waitpid(int(entry.name), 0)
+                    try:  # (reaped meanwhile by a Popen of the driver's: nothing to do)
+                        os.waitpid(int(entry.name), 0)
+                    except ChildProcessError:
+                        pass
 threading.Thread(target=reap, daemon=True).start()
 def start(argv, waited=False, **kw):  # waited: the driver waits for it (the init does not)
     with lock:
