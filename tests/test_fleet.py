@@ -8,18 +8,23 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.kit import isolated, make_dist, make_small_demo, run_cli, write_small_manifest
 
 
-def _host(root: Path, manifest: Path, version: str = "1.0", edit: bool = False) -> Path:
+def _host(root: Path, manifest: Path, version: str = "1.0", edit: bool = False,
+          append: bool = False) -> Path:
     site = root / "site-packages"
     make_small_demo(site, version)
     make_dist(site, "other", "2.0", {"other/__init__.py": "x = 1\n"})
     assert run_cli("--site-packages", site, "--manifest", manifest, "apply").code == 0
+    mod = site / "demo" / "mod.py"
     if edit:  # a hand edit of the patched file
-        mod = site / "demo" / "mod.py"
         mod.write_text(mod.read_text().replace("a2 = 2", "a2 = 3  # local edit"))
+    if append:  # a hand edit outside the patch's lines: the patch stays applied
+        mod.write_text(mod.read_text() + "debug = True  # local edit\n")
     return site
 
 
@@ -66,11 +71,12 @@ def test_majority_names_the_drifted_host_and_the_version_outlier(snaps: Path) ->
     assert re.search(r"\[WARN\] node-e: outlier, .*demo 1.1: a version outlier", out)
     assert "[OK] node-a: as the baseline" in out
     rows = {h["host"]: h for h in fleet["hosts"]}
-    assert "+file demo/mod.py (modified)" in rows["node-c"]["diff"]
+    assert any(re.fullmatch(r"\+file demo/mod\.py \[demo 1\.0\] sha256 [0-9a-f]{64} \(modified\)",
+                            line) for line in rows["node-c"]["diff"])
     # node-e's files differ from 1.0's by design: not compared, not drift
     cells = {c["check"]: c for c in rows["node-e"]["cells"]}
     assert cells["files"]["level"] == "WARN" and cells["pkg:demo"]["level"] == "WARN"
-    assert "1 drifted, 1 outlier(s), 0 missing" in out
+    assert "1 drifted, 1 outlier(s), 0 stale, 0 missing" in out
     assert re.search(r"node-c .* conflict .* 1 ", out)  # the terminal table's row
 
 
@@ -142,7 +148,7 @@ def test_html_page_is_self_contained(snaps: Path, tmp_path: Path) -> None:
     assert re.search(r'<tr class="host drift" id="host-node-c"', html)
     assert re.search(r'<tr class="host outlier" id="host-node-e"', html)
     assert 'id="only-drifted"' in html and 'id="diff-node-c"' in html
-    assert "+file demo/mod.py (modified)" in html
+    assert "+file demo/mod.py [demo 1.0] sha256 " in html
 
 
 def test_without_a_majority_set_each_file_gets_its_own_vote(snaps: Path, tmp_path: Path) -> None:
@@ -161,7 +167,9 @@ def test_without_a_majority_set_each_file_gets_its_own_vote(snaps: Path, tmp_pat
     fleet = report["fleet"]
     assert isinstance(fleet, dict) and code == 1
     for i, row in enumerate(fleet["hosts"]):
-        assert row["diff"] == [f"+file {names[i]} (modified)"]
+        assert [line.rsplit(" sha256 ", 1)[0] for line in row["diff"]] == [
+            f"-file {names[i]} [demo 1.0]", f"+file {names[i]} [demo 1.0]"]
+        assert row["diff"][1].endswith(f" sha256 {'0' * 64} (modified)")
 
 
 def test_one_host_adds_a_bounded_number_of_columns_and_says_so(snaps: Path,
@@ -198,3 +206,133 @@ def test_one_host_adds_a_bounded_number_of_columns_and_says_so(snaps: Path,
     from ascendpatch.inspect.fleet import MAX_HOST_COLUMNS
 
     assert bound == MAX_HOST_COLUMNS
+
+
+def _fleet_of(snaps: Path, folder: Path, *hosts: str) -> Path:
+    folder.mkdir()
+    for host in hosts:
+        shutil.copy(snaps / f"{host}.json", folder / f"{host}.json")
+    return folder
+
+
+def test_a_hand_edit_that_leaves_the_patch_applied_reddens_the_artifact_cell(
+        snaps: Path, tmp_path: Path) -> None:
+    """The edit is outside the patch's lines, so the patch still reads as applied: the
+    artifact's own cell must say that its file drifted, not only the files column (issue 25)."""
+    manifest = write_small_manifest(tmp_path)
+    with isolated(tmp_path / "home"):
+        site = _host(tmp_path / "node-f", manifest, append=True)
+        made = run_cli("--site-packages", site, "--manifest", manifest, "snapshot", "-o",
+                       snaps / "node-f.json")
+    assert made.code == 0, made.err
+    taken = json.loads((snaps / "node-f.json").read_text())
+    assert taken["artifacts"]["demo-fix"] == "already-applied"
+    assert taken["artifact_files"]["demo-fix"] == ["demo/mod.py"]
+    code, doc, out = _report(snaps)
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict) and code == 1
+    row = next(r for r in fleet["hosts"] if r["host"] == "node-f")
+    cells = {c["check"]: c for c in row["cells"]}
+    assert row["status"] == "drift"
+    assert cells["artifact:demo-fix"]["level"] == "FAIL"
+    assert cells["artifact:demo-fix"]["value"] == "already-applied"
+    assert "its file demo/mod.py is modified" in cells["artifact:demo-fix"]["detail"]
+    assert re.search(r"\[FAIL\] node-f: drifted, .*demo-fix: already-applied, but its file "
+                     r"demo/mod\.py is modified", out)
+    healthy = next(r for r in fleet["hosts"] if r["host"] == "node-a")
+    assert {c["check"]: c["level"] for c in healthy["cells"]}["artifact:demo-fix"] == "OK"
+
+
+def test_a_fleet_of_one_healthy_host_is_its_own_baseline(snaps: Path, tmp_path: Path) -> None:
+    code, doc, out = _report(_fleet_of(snaps, tmp_path / "one", "node-a"))
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict)
+    assert code == 0, out
+    assert [r["status"] for r in fleet["hosts"]] == ["ok"]
+    assert "[OK] node-a: as the baseline" in out
+
+
+def test_two_hosts_that_agree_exit_0_and_two_that_differ_are_both_flagged(
+        snaps: Path, tmp_path: Path) -> None:
+    """Two hosts that differ in a file: no majority says which one drifted, so neither is
+    shown healthy (main flagged one of them by the order of the hashes)."""
+    code, _, out = _report(_fleet_of(snaps, tmp_path / "agree", "node-a", "node-b"))
+    assert code == 0, out
+    code, doc, out = _report(_fleet_of(snaps, tmp_path / "differ", "node-a", "node-c"))
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict) and code == 1
+    assert fleet["drifted"] == ["node-a", "node-c"]
+    for row in fleet["hosts"]:
+        split = [line for line in row["diff"] if "(split: no majority among the hosts at demo "
+                                                 "1.0)" in line]
+        assert split and split[0].startswith("+file demo/mod.py [demo 1.0] sha256 "), row
+    assert "[OK]" not in out
+
+
+def test_three_hosts_flag_only_the_one_that_differs(snaps: Path, tmp_path: Path) -> None:
+    code, doc, _ = _report(_fleet_of(snaps, tmp_path / "three", "node-a", "node-b", "node-c"))
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict) and code == 1
+    assert fleet["drifted"] == ["node-c"] and fleet["outliers"] == []
+    assert {r["host"]: r["status"] for r in fleet["hosts"]}["node-a"] == "ok"
+    code, _, out = _report(_fleet_of(snaps, tmp_path / "same", "node-a", "node-b", "node-d"))
+    assert code == 0, out
+
+
+def _aged(snaps: Path, host: str, created: str) -> None:
+    doc = json.loads((snaps / f"{host}.json").read_text())
+    doc["created"] = created
+    (snaps / f"{host}.json").write_text(json.dumps(doc))
+
+
+def _stale(*args: str | Path) -> tuple[int, list[str]]:
+    code, doc, _ = _report(*args)
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict)
+    return code, fleet["stale"]
+
+
+def test_a_stale_snapshot_is_never_healthy(snaps: Path, tmp_path: Path) -> None:
+    folder = _fleet_of(snaps, tmp_path / "aged", "node-a", "node-b", "node-d")
+    _aged(folder, "node-b", "2020-01-01T00:00:00Z")
+    _aged(folder, "node-d", "not a time")
+    code, doc, out = _report(folder)
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict) and code == 1
+    assert fleet["stale"] == ["node-b", "node-d"]
+    assert re.search(r"\[WARN\] node-b: stale snapshot, .*snapshot taken 2020-01-01T00:00:00Z, "
+                     r"\d+ d ago \(stale after 1 d\)", out)
+    assert "[WARN] node-d: stale snapshot" in out and "snapshot age unknown" in out
+    rows = {r["host"]: {c["check"]: c for c in r["cells"]} for r in fleet["hosts"]}
+    assert rows["node-a"]["age"]["level"] == "OK" and rows["node-b"]["age"]["level"] == "WARN"
+    assert _stale(folder, "--stale-after", "100000d") == (1, ["node-d"])
+    assert _stale(folder, "--stale-after", "never") == (0, [])
+    bad = run_cli("fleet-report", folder, "--stale-after", "soon")
+    assert bad.code == 2 and "'soon' is not a duration" in bad.err
+
+
+def test_a_snapshot_from_the_future_is_stale(snaps: Path, tmp_path: Path) -> None:
+    """A node whose clock is ahead cannot claim a snapshot that never ages."""
+    folder = _fleet_of(snaps, tmp_path / "future", "node-a", "node-b", "node-d")
+    _aged(folder, "node-b", "2999-01-01T00:00:00Z")
+    assert _stale(folder) == (1, ["node-b"])
+    assert "in the future: the node's clock is wrong" in _report(folder)[2]
+
+
+@settings(max_examples=300, deadline=1000)
+@given(created=st.text(max_size=60) | st.datetimes().map(lambda d: d.strftime(
+    "%Y-%m-%dT%H:%M:%SZ")), limit=st.text(max_size=12))
+def test_any_created_time_and_threshold_is_an_age_or_one_error(created: str,
+                                                                limit: str) -> None:
+    """A node's ``created`` text never raises, and an age of no known time is stale."""
+    from ascendpatch.inspect import fleetage
+
+    age = fleetage.judge(created, 1.9e9, 86400.0)
+    assert age.seconds is not None or age.stale
+    assert age.cell("age").detail
+    try:
+        seconds = fleetage.parse_duration(limit)
+    except ValueError as exc:
+        assert "is not a duration" in str(exc)
+    else:
+        assert seconds >= 0

@@ -20,7 +20,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import REPO, tree_digest, wheels
+from tests.kit import REPO, browser, tree_digest, wheels
 from tests.kit.sshnode import SshNode, ssh_node
 
 pytestmark = pytest.mark.integration
@@ -40,9 +39,6 @@ OTHER_VERSION = "0.18.0rc1"  # node-4: another affected release (the fix applies
 # a line that only the patch adds (the fix's state flag), in every release's patch
 GUARD = ("_ASCENDPATCH_TOPK_TOPP_OP = None  # None: not probed yet, True: the operator, "
          "False: fallback\n")
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync")
 
 
 @dataclass
@@ -290,24 +286,10 @@ def test_fleet_report_names_the_drifted_host_and_the_version_outlier(
     assert page.is_file()
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        pytest.fail("chromium is not installed: .ci/run installs Debian's package")
-    return found
-
-
-def _browse(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                               *extra, url], capture_output=True, text=True, timeout=120,
-                              check=False, stdin=subprocess.DEVNULL)
-
-
 def test_report_page_in_a_real_browser(
         report: tuple[subprocess.CompletedProcess[str], dict[str, object], Path]) -> None:
     _, _, page = report
-    everything = _browse(page.as_uri(), "--dump-dom")
+    everything = browser.browse(page.as_uri(), "--dump-dom")
     rows = {h: c for c, h in re.findall(r'<tr class="host (\w+)" id="host-([\w-]+)"',
                                          everything.stdout)}
     assert len(rows) == 5, everything.stdout[:2000] + everything.stderr[-2000:]
@@ -318,14 +300,14 @@ def test_report_page_in_a_real_browser(
     red, green, blue = painted["node-3"]  # what the browser computed for the drifted row
     assert red > 200 and green < 200 and blue < 200
     assert "node-1" not in painted or painted["node-1"] != painted["node-3"]
-    filtered = _browse(page.as_uri() + "#only-drifted", "--dump-dom")
+    filtered = browser.browse(page.as_uri() + "#only-drifted", "--dump-dom")
     assert 'data-filter="drifted"' in filtered.stdout
     visible = [h for h in re.findall(r'<tr class="host \w+" id="host-([\w-]+)"[^>]*>',
                                      filtered.stdout)
                if not re.search(rf'id="host-{h}"[^>]*\shidden', filtered.stdout)]
-    assert visible == ["node-3"]
+    assert visible == ["node-3", "node-gone"]  # a missing host is kept in sight
     shot = page.parent / "fleet-report.png"
-    made = _browse(page.as_uri(), f"--screenshot={shot}", "--window-size=1280,760",
+    made = browser.browse(page.as_uri(), f"--screenshot={shot}", "--window-size=1280,760",
                    "--hide-scrollbars")
     assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", made.stderr[-2000:]
     if os.environ.get("ASCENDPATCH_WRITE_DOCS"):  # refresh the README's screenshot

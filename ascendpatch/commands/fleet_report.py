@@ -9,20 +9,23 @@ Bad input, as documented in the README:
   the report covers the rest;
 * a host listed in ``--hosts`` (the Ansible playbooks write ``hosts.txt``) without a snapshot,
   e.g. a node that was unreachable: shown as missing;
-* a bad ``--baseline``, or no readable snapshot at all: exit 2.
+* a bad ``--baseline``, or no readable snapshot at all: exit 2;
+* a snapshot older than ``--stale-after`` (default 24h), or of no known age: that host is
+  stale, never healthy.
 
-Exit 1 when any host drifts or is missing, 0 when every host matches the baseline.
+Exit 1 when any host drifts, is an outlier, stale or missing, 0 when every host matches the
+baseline.
 """
 
 from __future__ import annotations
 
-from argparse import ArgumentParser, Namespace
+from argparse import ArgumentParser, ArgumentTypeError, Namespace
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
-from ascendpatch.inspect import fleet
+from ascendpatch.inspect import fleet, fleetage
 from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot, HostStatus
 from ascendpatch.paths import NotRegularFileError, read_regular, shown
 from ascendpatch.results import Cell, CheckResult, CommandResult, Hint, Level, Phrase, Table, Tone
@@ -38,6 +41,7 @@ def expand(paths: Sequence[Path]) -> list[Path]:
 
 
 MAX_HOSTS_BYTES = 4 << 20  # 100,000 host names of 40 characters
+STALE_AFTER = 24 * 3600.0  # a day: an older snapshot may no longer say what the node is
 
 
 def read_hosts(path: Path) -> list[str]:
@@ -90,7 +94,7 @@ def _unanswered(expected: Sequence[str], rows: Sequence[HostRow],
 
 
 def report(paths: Sequence[Path], baseline: Path | None = None,
-           hosts_file: Path | None = None) -> FleetReport:
+           hosts_file: Path | None = None, stale_after: float | None = None) -> FleetReport:
     files = expand(paths)
     expected = read_hosts(hosts_file) if hosts_file is not None else []
     good, missing, warnings = load_all(files)
@@ -100,7 +104,8 @@ def report(paths: Sequence[Path], baseline: Path | None = None,
                                 fix=Phrase("fetch them with the audit playbook or '",
                                            Hint(("snapshot", "-o", "HOST.json")), "'"))
     missing += _unanswered(expected, missing, good)
-    return fleet.build(good, _baseline(baseline, good, owners), missing, warnings, owners)
+    return fleet.build(good, _baseline(baseline, good, owners), missing, warnings, owners,
+                       stale_after=stale_after)
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,10 @@ class FleetRows:
 
 
 _HOST_TONE = {HostStatus.OK: Tone.GOOD, HostStatus.OUTLIER: Tone.CAUTION,
-              HostStatus.DRIFT: Tone.BAD, HostStatus.MISSING: Tone.ABSENT}
+              HostStatus.DRIFT: Tone.BAD, HostStatus.STALE: Tone.CAUTION,
+              HostStatus.MISSING: Tone.ABSENT}
+_WHAT = {HostStatus.DRIFT: "drifted", HostStatus.OUTLIER: "outlier",
+         HostStatus.STALE: "stale snapshot"}
 
 
 def _host_line(row: HostRow) -> CheckResult:
@@ -139,15 +147,16 @@ def _host_line(row: HostRow) -> CheckResult:
                            f"{row.host}: as the baseline")
     level = Level.FAIL if row.status is HostStatus.DRIFT else Level.WARN
     bad = [c.detail for c in row.cells if c.level is level]
-    what = "drifted" if row.status is HostStatus.DRIFT else "outlier"
+    if row.status is HostStatus.STALE:  # the age first: why the rest cannot be vouched for
+        bad.sort(key=lambda detail: not detail.startswith("snapshot "))
     return CheckResult(f"host:{row.host}", "fleet", level,
-                       f"{row.host}: {what}, {row.drift} difference(s) from the baseline: "
-                       + "; ".join(bad[:3]), details=row.diff[:20])
+                       f"{row.host}: {_WHAT[row.status]}, {row.drift} difference(s) from the "
+                       "baseline: " + "; ".join(bad[:3]), details=row.diff[:20])
 
 
 def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | None = None,
-        output: Path | None = None) -> CommandResult:
-    rep = report(paths, baseline, hosts_file)
+        output: Path | None = None, *, stale_after: float | None = STALE_AFTER) -> CommandResult:
+    rep = report(paths, baseline, hosts_file, stale_after)
     if output is not None:
         from ascendpatch.inspect import fleethtml
         from ascendpatch.store import atomic
@@ -157,16 +166,26 @@ def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | 
             "utf-8", "backslashreplace"))
     summary = (f"fleet: {len(rep.rows)} host(s) against the {rep.baseline.source}: "
                f"{len(rep.drifted)} drifted, {len(rep.outliers)} outlier(s), "
-               f"{len(rep.missing)} missing"
+               f"{len(rep.stale)} stale, {len(rep.missing)} missing"
                + (f"; report written to {output}" if output else ""))
-    code = EXIT_PROBLEMS if rep.drifted or rep.outliers or rep.missing else EXIT_OK
+    code = EXIT_OK if all(r.status is HostStatus.OK for r in rep.rows) else EXIT_PROBLEMS
     return CommandResult("fleet-report", tuple(_host_line(r) for r in rep.rows),
                          notes=rep.warnings, summary=summary, exit_code_override=code,
                          body=FleetRows(rep))
 
 
 def from_args(args: Namespace) -> CommandResult:
-    return run(args.snapshots, args.baseline, args.hosts, args.output)
+    return run(args.snapshots, args.baseline, args.hosts, args.output,
+               stale_after=args.stale_after)
+
+
+def _duration(text: str) -> float | None:
+    if text == "never":
+        return None
+    try:
+        return fleetage.parse_duration(text)
+    except ValueError as exc:
+        raise ArgumentTypeError(str(exc)) from None
 
 
 def configure(p: ArgumentParser) -> None:
@@ -178,6 +197,9 @@ def configure(p: ArgumentParser) -> None:
                    help="every host expected, one per line: those without a snapshot are missing")
     p.add_argument("-o", "--output", type=cliargs.path, metavar="report.html",
                    help="also write a self-contained HTML page")
+    p.add_argument("--stale-after", type=_duration, default=STALE_AFTER, metavar="AGE",
+                   help="a snapshot older than this (24h, 90m, 2d, seconds; 'never') makes its "
+                        "host stale, never healthy (default 24h)")
 
 
 COMMAND = cliargs.CommandSpec(
@@ -185,7 +207,8 @@ COMMAND = cliargs.CommandSpec(
     help="drift of many hosts' snapshots against a baseline",
     description=("Compare many hosts' snapshots against a baseline (the majority per package / "
                  "patch, or --baseline): a table per host, drift in red, an optional HTML page. "
-                 "Exit 1 on drift or a missing host."),
+                 "Exit 1 on drift, an outlier, a stale snapshot or a "
+                 "missing host."),
     example="ascendpatch fleet-report snapshots/ --hosts hosts.txt -o fleet.html",
     run=from_args, configure=configure,
 )

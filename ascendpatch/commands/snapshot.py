@@ -10,6 +10,7 @@ from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect import snapshot
+from ascendpatch.kinds.base import ArtifactSite
 from ascendpatch.pipeline.engine import status_of
 from ascendpatch.pipeline.planner import evaluate, prepare
 from ascendpatch.results import CheckResult, CommandResult, Level
@@ -18,10 +19,17 @@ from ascendpatch.store import atomic
 from ascendpatch.store.ledger import LedgerStore
 
 
-def artifact_states(ctx: Context, store: LedgerStore) -> dict[str, str]:
+def artifact_states(ctx: Context, store: LedgerStore) -> snapshot.ArtifactRecord:
+    """Each artifact's status, and the files it acts on (so fleet-report can tell a hand edit
+    of an applied patch's own file)."""
     ledger = store.load_ledger()
     prepared = prepare(list(ctx.manifest.artifacts), ctx.target, ctx.env, required=False)
-    return {a.id: status_of(evaluate(a, k), ledger, store).status.value for a, k in prepared}
+    record = snapshot.ArtifactRecord()
+    for artifact, site in prepared:
+        item = status_of(evaluate(artifact, site), ledger, store)
+        folder = site.root if isinstance(site, ArtifactSite) else None
+        record.add(ctx.target, item, folder)
+    return record
 
 
 def check_output(output: Path) -> None:

@@ -9,13 +9,17 @@ node's snapshot as ``<inventory_hostname>.json``). Each host gets one cell per c
 * ``pkg:NAME``       the installed version against the baseline's (stack pins, and every
                      package whose version is not the same on all hosts);
 * ``artifact:ID``    the artifact's status against the baseline's;
-* ``files``          how many hashed files differ from the baseline (modified, missing, added).
+* ``files``          how many hashed files differ from the baseline (modified, missing, added);
+* ``age``            how old the snapshot is (its ``created`` time against now).
 
 Levels: ``OK`` as the baseline. ``WARN`` (amber, a host that is an *outlier*): its stack
 differs (another version, a package more or less), an artifact is in another healthy state, or
 the baseline's own artifact status is unhealthy. ``FAIL`` (red, a host that *drifted*): an
-artifact not applied where the baseline has it, or a file changed against the hosts at the
-same package version.
+artifact not applied where the baseline has it, an artifact whose own file changed (a hand
+edit that leaves the patch applied), or a file changed against the hosts at the same package
+version. A snapshot older than ``stale_after`` (or of no known age) makes its host *stale*,
+never healthy: what it says may no longer be true. How the majority is decided, also for
+fleets of one, two or three hosts, is in :mod:`ascendpatch.inspect.fleetbase`.
 
 What one host can add is bounded, since a node's snapshot is untrusted: a package or artifact
 column that only one host differs in counts against that host, which adds at most
@@ -27,21 +31,36 @@ column that only one host differs in counts against that host, which adds at mos
 from __future__ import annotations
 
 import enum
+import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.inspect import snapshot
+from ascendpatch.inspect import fleetage, snapshot
+from ascendpatch.inspect.fleetbase import (
+    ABSENT,
+    SPLIT,
+    Baseline,
+    Cell,
+    FileDrift,
+    HostSnapshot,
+    Owners,
+    baseline_from,
+    file_drift,
+    file_lines,
+    majority_baseline,
+)
 from ascendpatch.paths import shown
 from ascendpatch.results import Level
 
+__all__ = ["ABSENT", "SPLIT", "Baseline", "HostSnapshot", "Owners", "baseline_from",
+           "file_drift", "majority_baseline"]
+
 HEALTHY_ARTIFACT = ("already-applied", "applied", "skipped")
-ABSENT = "absent"
+FILES, AGE = "files", "age"
 # Packages whose version is always a column when present (the stack the catalog pins).
 STACK = ("vllm-ascend", "vllm", "torch", "torch-npu", "transformers")
 MAX_HOST_COLUMNS = 20  # columns that one host alone may add (as many as a real outlier needs)
@@ -50,43 +69,15 @@ MAX_DIFF_LINES = 200  # diff lines kept per host (its drift counts them all)
 
 
 class HostStatus(str, enum.Enum):
-    """A host against the baseline: OUTLIER is amber only, DRIFT something red, MISSING no
-    readable snapshot. The values are what --json and the HTML page show."""
+    """A host against the baseline: OUTLIER is amber only, DRIFT something red, STALE a
+    snapshot too old (or of no known age) to vouch for the host, MISSING no readable snapshot.
+    The values are what --json and the HTML page show."""
 
     OK = "ok"
     OUTLIER = "outlier"
     DRIFT = "drift"
+    STALE = "stale"
     MISSING = "missing"
-
-
-@dataclass(frozen=True)
-class HostSnapshot:
-    host: str
-    source: str
-    packages: dict[str, str]
-    artifacts: dict[str, str]
-    files: dict[str, str]
-
-
-Group = tuple[str, str]  # (owning package, its version); ("", "") for files of no package
-
-
-@dataclass(frozen=True)
-class Baseline:
-    source: str  # "majority of N hosts" or the file
-    packages: dict[str, str]  # ABSENT when most hosts lack it
-    artifacts: dict[str, str]
-    files: dict[Group, dict[str, str]]  # per owner version: path -> sha256 (ABSENT: not there)
-    comparable: frozenset[Group]  # groups with a reference (in majority mode: >= 2 hosts)
-
-
-@dataclass(frozen=True)
-class Cell:
-    check: str
-    level: Level
-    value: str
-    expected: str
-    detail: str
 
 
 @dataclass(frozen=True)
@@ -99,6 +90,8 @@ class HostRow:
     source: str = ""
     reason: str = ""  # why a host is missing
     hidden: int = 0  # differences beyond the MAX_HOST_COLUMNS columns this host could add
+    created: str = ""  # when its snapshot was taken, as the snapshot says
+    age: float | None = None  # its age in seconds at the report (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -119,6 +112,10 @@ class FleetReport:
     @property
     def missing(self) -> tuple[HostRow, ...]:
         return tuple(r for r in self.rows if r.status is HostStatus.MISSING)
+
+    @property
+    def stale(self) -> tuple[HostRow, ...]:
+        return tuple(r for r in self.rows if r.status is HostStatus.STALE)
 
 
 @dataclass
@@ -158,9 +155,12 @@ def parse(doc: dict[str, Any], source: str, host: str, intern: Interner | None =
         files = doc["files"]  # (hot: 500 hosts x 600 files; taken as json made it)
         if not isinstance(files, dict):
             raise TypeError("files")
+        owned = {intern(str(k)): tuple(map(str, v))
+                 for k, v in doc.get("artifact_files", {}).items()}
     except (KeyError, TypeError, AttributeError) as exc:
         raise InvalidInputError(f"{source} is an incomplete snapshot (no {exc})") from None
-    return HostSnapshot(host, source, packages, artifacts, files)
+    return HostSnapshot(host, source, packages, artifacts, files, str(doc.get("created", "")),
+                        owned)
 
 
 def read(path: Path, intern: Interner | None = None) -> HostSnapshot:
@@ -173,94 +173,6 @@ def duplicate_hosts(paths: Sequence[Path]) -> dict[str, list[str]]:
     for path in paths:
         by_host.setdefault(host_name(path), []).append(shown(path))
     return {h: files for h, files in by_host.items() if len(files) > 1}
-
-
-def _majority(values: Iterable[str]) -> str:
-    counts = Counter(values)
-    best = max(counts.values())
-    return min(v for v, n in counts.items() if n == best)  # ties: the smallest, stable
-
-
-@dataclass
-class Owners:
-    """Which package a hashed file belongs to, from its top-level name (cached per name)."""
-
-    cache: dict[str, str] = field(default_factory=dict)
-    memo: dict[str, dict[Group, dict[str, str]]] = field(default_factory=dict)
-
-    def of(self, rel: str) -> str:
-        top = rel.partition("/")[0]
-        owner = self.cache.get(top)
-        if owner is None:
-            stem = top.removesuffix(".py")
-            if stem.endswith((".dist-info", ".data")):
-                stem = stem.rsplit(".", 1)[0].split("-", 1)[0]
-            owner = self.cache[top] = canonicalize_name(stem)
-        return owner
-
-    def groups(self, host: HostSnapshot) -> dict[Group, dict[str, str]]:
-        key = f"{host.host}\0{host.source}"
-        if key not in self.memo:
-            self.memo[key] = self._group(host)
-        return self.memo[key]
-
-    def _group(self, host: HostSnapshot) -> dict[Group, dict[str, str]]:
-        out: dict[Group, dict[str, str]] = {}
-        prefix: str | None = None  # files come sorted: one lookup per top-level folder
-        members: dict[str, str] = {}
-        for rel, digest in host.files.items():
-            if prefix is None or not rel.startswith(prefix):
-                owner = self.of(rel)
-                version = host.packages.get(owner)
-                members = out.setdefault((owner, version) if version is not None else ("", ""),
-                                         {})
-                head, sep, _ = rel.partition("/")
-                prefix = head + "/" if sep else None
-            members[rel] = digest
-        return out
-
-
-def _group_of_host(host: HostSnapshot, group: Group) -> bool:
-    return group == ("", "") or host.packages.get(group[0]) == group[1]
-
-
-def majority_baseline(hosts: Sequence[HostSnapshot], owners: Owners | None = None) -> Baseline:
-    owners = owners or Owners()
-
-    def vote(maps: list[dict[str, str]]) -> dict[str, str]:
-        """Per key, the value most hosts have; a key fewer than half the hosts have is
-        absent from the baseline without a vote (linear in what the hosts hold)."""
-        present = Counter(k for m in maps for k in m)
-        return {k: _majority(m.get(k, ABSENT) for m in maps) for k in sorted(present)
-                if present[k] * 2 >= len(maps)}
-
-    def vote_files(maps: list[dict[str, str]]) -> dict[str, str]:
-        """Most hosts share one exact set of files: when more than half do, that set is the
-        per-file majority too, found without a vote per file."""
-        prints = [hash(tuple(m.items())) for m in maps]
-        common, count = Counter(prints).most_common(1)[0]
-        if count * 2 > len(maps):
-            return dict(maps[prints.index(common)])
-        return vote(maps)
-
-    grouped = [owners.groups(h) for h in hosts]
-    holders: dict[Group, list[int]] = {("", ""): list(range(len(hosts)))}
-    for index, host in enumerate(hosts):  # the hosts of each owner version (_group_of_host)
-        for name, version in host.packages.items():
-            holders.setdefault((name, version), []).append(index)
-    every = {g for groups in grouped for g in groups}
-    per_group = {g: [grouped[i].get(g, {}) for i in holders.get(g, ())] for g in every}
-    files = {g: vote_files(maps) if len(maps) > 1 else maps[0] for g, maps in per_group.items()}
-    comparable = frozenset(g for g, maps in per_group.items() if len(maps) >= 2)
-    return Baseline(f"majority of {len(hosts)} host(s)",
-                    vote([h.packages for h in hosts]), vote([h.artifacts for h in hosts]),
-                    files, comparable)
-
-
-def baseline_from(snapshot: HostSnapshot, owners: Owners | None = None) -> Baseline:
-    files = (owners or Owners()).groups(snapshot)
-    return Baseline(snapshot.source, dict(snapshot.packages), dict(snapshot.artifacts), files,
-                    frozenset(files))
 
 
 @dataclass(frozen=True)
@@ -300,7 +212,7 @@ def columns(hosts: Sequence[HostSnapshot], base: Baseline) -> Columns:
         chosen.update(checks[:MAX_HOST_COLUMNS])
         if len(checks) > MAX_HOST_COLUMNS:
             hidden[name] = len(checks) - MAX_HOST_COLUMNS
-    return Columns((*sorted(chosen, key=_column_order), "files"), hidden)
+    return Columns((*sorted(chosen, key=_column_order), FILES, AGE), hidden)
 
 
 def _column_order(check: str) -> tuple[int, int, str]:
@@ -313,6 +225,9 @@ def _column_order(check: str) -> tuple[int, int, str]:
 def _package_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
     name = check.removeprefix("pkg:")
     have, want = host.packages.get(name, ABSENT), base.packages.get(name, ABSENT)
+    if want == SPLIT:
+        return Cell(check, Level.WARN, have, want, f"{name} {have}: the hosts are split, no "
+                                                   "version is the majority's (pass --baseline)")
     if have == want:
         return Cell(check, Level.OK, have, want, f"{name} {have}, as the baseline")
     if want == ABSENT:
@@ -325,10 +240,26 @@ def _package_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
                                                f"baseline has {want})")
 
 
-def _artifact_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
+def _artifact_cell(check: str, host: HostSnapshot, base: Baseline,
+                   drift: FileDrift) -> Cell:
+    cell = _artifact_state_cell(check, host, base)
+    aid = check.removeprefix("artifact:")
+    own = [c for c in drift.changes if c.rel in set(host.artifact_files.get(aid, ()))]
+    if cell.level is Level.FAIL or not own:
+        return cell
+    more = f" (+{len(own) - 1} more)" if len(own) > 1 else ""
+    return Cell(check, Level.FAIL, cell.value, cell.expected,
+                f"{aid}: {cell.value}, but its file {own[0].rel}{more} is {own[0].kind} "
+                "against the hosts at the same version (a hand edit?)")
+
+
+def _artifact_state_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
     aid = check.removeprefix("artifact:")
     have, want = host.artifacts.get(aid, ABSENT), base.artifacts.get(aid, ABSENT)
     healthy = have in HEALTHY_ARTIFACT
+    if want == SPLIT:
+        return Cell(check, Level.WARN if healthy else Level.FAIL, have, want,
+                    f"{aid}: {have}; the hosts are split, no state is the majority's")
     if have != want:
         level = Level.WARN if healthy else Level.FAIL
         return Cell(check, level, have, want, f"{aid}: {have}; the baseline is {want}")
@@ -338,88 +269,65 @@ def _artifact_cell(check: str, host: HostSnapshot, base: Baseline) -> Cell:
     return Cell(check, Level.OK, have, want, f"{aid}: {have}, as the baseline")
 
 
-@dataclass(frozen=True)
-class FileDrift:
-    changes: tuple[tuple[str, str], ...]  # (modified|missing|added, path)
-    unchecked: tuple[Group, ...]  # owner versions no other host (or the baseline) has
-
-
-def file_drift(host: HostSnapshot, base: Baseline, owners: Owners) -> FileDrift:
-    """Each file against the baseline of the same package version (another version's bytes
-    differ by design: that is a version outlier, not drift)."""
-    changes: list[tuple[str, str]] = []
-    unchecked: list[Group] = []
-    grouped = owners.groups(host)
-    groups = set(grouped) | {g for g in base.comparable if _group_of_host(host, g)}
-    for group in sorted(groups):
-        if group not in base.comparable:
-            unchecked.append(group)
-            continue
-        have, want = grouped.get(group, {}), base.files.get(group, {})
-        if have == want:
-            continue
-        for rel, digest in want.items():
-            got = have.get(rel, ABSENT)
-            if got != digest:
-                changes.append(("missing" if got == ABSENT else
-                                "added" if digest == ABSENT else "modified", rel))
-        changes.extend(("added", rel) for rel in have if rel not in want)
-    return FileDrift(tuple(sorted(changes, key=lambda c: c[1])), tuple(unchecked))
-
-
 def _files_cell(drift: FileDrift) -> Cell:
     changes = drift.changes
     if changes:
-        counts = Counter(kind for kind, _ in changes)
+        counts = Counter(c.kind for c in changes)
         text = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-        first = "; ".join(f"{kind} {rel}" for kind, rel in changes[:3])
+        first = ", ".join(c.rel for c in changes[:3])
         more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
-        return Cell("files", Level.FAIL, str(len(changes)), "0", f"{text}: {first}{more}")
+        return Cell(FILES, Level.FAIL, str(len(changes)), "0", f"files: {text}: {first}{more}")
     if drift.unchecked:
         beyond = len(drift.unchecked) - MAX_NAMES
         names = ", ".join(f"{o} {v}" for o, v in drift.unchecked[:MAX_NAMES]) + (
             f" and {beyond} more" if beyond > 0 else "")
-        return Cell("files", Level.WARN, "?", "0",
-                    f"not compared: no other host has {names}")
-    return Cell("files", Level.OK, "0", "0", "every hashed file as the baseline")
+        return Cell(FILES, Level.WARN, "?", "0",
+                    f"files not compared: no other host has {names}")
+    return Cell(FILES, Level.OK, "0", "0", "every hashed file as the baseline")
 
 
 def _diff_lines(cells: Sequence[Cell], drift: FileDrift) -> tuple[str, ...]:
     lines: list[str] = []
     for cell in cells:
-        if cell.level is Level.OK or cell.check == "files":
+        if cell.level is Level.OK or cell.check in (FILES, AGE):
             continue
         kind, label = cell.check.split(":", 1)
-        if cell.expected != ABSENT:
+        if cell.expected not in (ABSENT, SPLIT):
             lines.append(f"-{kind} {label} {cell.expected}")
         if cell.value != ABSENT:
             lines.append(f"+{kind} {label} {cell.value}")
-    for kind, rel in drift.changes:
-        lines.append(f"{'-' if kind == 'missing' else '+'}file {rel} ({kind})")
+    for change in drift.changes:
+        lines += file_lines(change)
     return tuple(lines)
 
 
 def compare(host: HostSnapshot, base: Baseline, cols: Sequence[str],
-            owners: Owners | None = None, hidden: int = 0) -> HostRow:
+            owners: Owners | None = None, hidden: int = 0,
+            age: fleetage.Age | None = None) -> HostRow:
     """``hidden``: how many packages and artifacts this host differs in that have no column
-    (beyond what one host may add): counted in its drift, named in its last diff line."""
+    (beyond what one host may add): counted in its drift, named in its last diff line.
+    ``age``: how old its snapshot is against the threshold (None: age not judged)."""
     drift = file_drift(host, base, owners or Owners())
     cells: list[Cell] = []
     for check in cols:
         if check.startswith("pkg:"):
             cells.append(_package_cell(check, host, base))
         elif check.startswith("artifact:"):
-            cells.append(_artifact_cell(check, host, base))
+            cells.append(_artifact_cell(check, host, base, drift))
+        elif check == AGE:
+            cells.append((age or fleetage.judge(host.created, time.time(), None)).cell(AGE))
         else:
             cells.append(_files_cell(drift))
     # (every package or artifact that differs has a column or is counted in ``hidden``)
-    count = sum(1 for c in cells if c.level is not Level.OK and c.check != "files")
+    count = sum(1 for c in cells if c.level is not Level.OK and c.check not in (FILES, AGE))
     count += len(drift.changes) + hidden
-    levels = {c.level for c in cells} | ({Level.WARN} if hidden else set())
-    status = (HostStatus.DRIFT if Level.FAIL in levels else
+    levels = {c.level for c in cells if c.check != AGE} | ({Level.WARN} if hidden else set())
+    stale = any(c.check == AGE and c.level is not Level.OK for c in cells)
+    status = (HostStatus.DRIFT if Level.FAIL in levels else HostStatus.STALE if stale else
               HostStatus.OUTLIER if Level.WARN in levels else HostStatus.OK)
     return HostRow(host.host, status, tuple(cells), count,
-                   _bounded(_diff_lines(cells, drift), hidden), host.source, hidden=hidden)
+                   _bounded(_diff_lines(cells, drift), hidden), host.source, hidden=hidden,
+                   created=host.created, age=age.seconds if age is not None else None)
 
 
 def _bounded(lines: tuple[str, ...], hidden: int) -> tuple[str, ...]:
@@ -437,10 +345,15 @@ def missing_row(host: str, reason: str, source: str = "") -> HostRow:
 
 
 def build(hosts: Sequence[HostSnapshot], base: Baseline, missing: Sequence[HostRow] = (),
-          warnings: Sequence[str] = (), owners: Owners | None = None) -> FleetReport:
+          warnings: Sequence[str] = (), owners: Owners | None = None, *,
+          stale_after: float | None = None, now: float | None = None) -> FleetReport:
+    """``stale_after``: seconds after which a snapshot is stale (None: never); ``now``: the
+    time ages are counted to (default: the clock)."""
     owners = owners or Owners()
     cols = columns(hosts, base)
-    rows = [compare(h, base, cols.checks, owners, cols.hidden.get(h.host, 0)) for h in hosts]
+    when = time.time() if now is None else now
+    rows = [compare(h, base, cols.checks, owners, cols.hidden.get(h.host, 0),
+                    fleetage.judge(h.created, when, stale_after)) for h in hosts]
     rows += list(missing)
     rows.sort(key=lambda r: r.host)
     bounded = [f"{host} differs in {count} more package(s) or artifact(s) than the "
@@ -454,17 +367,24 @@ def to_json(report: FleetReport) -> dict[str, Any]:
     base = report.baseline
     return {
         "baseline": {"source": base.source,
-                     "packages": {k: v for k, v in base.packages.items() if v != ABSENT},
-                     "artifacts": {k: v for k, v in base.artifacts.items() if v != ABSENT},
+                     "packages": {k: _text(v) for k, v in base.packages.items() if v != ABSENT},
+                     "artifacts": {k: _text(v) for k, v in base.artifacts.items()
+                                   if v != ABSENT},
                      "files": sum(len(f) for f in base.files.values())},
         "columns": list(report.columns),
         "hosts": [{"host": r.host, "status": r.status.value, "drift": r.drift, "source": r.source,
-                   "reason": r.reason, "diff": list(r.diff),
+                   "reason": r.reason, "diff": list(r.diff), "created": r.created,
                    "cells": [{"check": c.check, "level": c.level.value, "value": c.value,
-                              "expected": c.expected, "detail": c.detail} for c in r.cells]}
+                              "expected": _text(c.expected), "detail": c.detail}
+                             for c in r.cells]}
                   for r in report.rows],
         "drifted": [r.host for r in report.drifted],
         "outliers": [r.host for r in report.outliers],
+        "stale": [r.host for r in report.stale],
         "missing": [r.host for r in report.missing],
         "warnings": list(report.warnings),
     }
+
+
+def _text(value: str) -> str:
+    return "split (no majority)" if value == SPLIT else value

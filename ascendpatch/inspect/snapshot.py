@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.audit import StatCache, hash_files
 from ascendpatch.manifest.model import Manifest
 from ascendpatch.paths import NotRegularFileError, read_regular, shown
-from ascendpatch.results import Hint, Phrase
+from ascendpatch.results import ArtifactResult, Hint, Phrase
 from ascendpatch.untrusted import NotJsonError, Shape, UntrustedDocumentError, load_json
 
 SNAPSHOT_KIND = "ascendpatch-snapshot"
@@ -48,7 +48,27 @@ def tracked(manifest: Manifest, target: Target, all_files: bool) -> list[Distrib
     return [d for d in target.distributions.values() if d.name in names]
 
 
-def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
+def file_key(target: Target, path: Path) -> str:
+    """How a snapshot names a file: relative to the target's root, else its absolute path."""
+    return path.relative_to(target.root).as_posix() if path.is_relative_to(target.root) \
+        else str(path)
+
+
+@dataclass
+class ArtifactRecord:
+    """What a snapshot says of the artifacts: each one's status and the files it acts on
+    (named as ``files`` names them)."""
+
+    states: dict[str, str] = field(default_factory=dict)
+    files: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, target: Target, item: ArtifactResult, folder: Path | None) -> None:
+        self.states[item.id] = item.status.value
+        if folder is not None:
+            self.files[item.id] = sorted(file_key(target, folder / f.path) for f in item.files)
+
+
+def take(target: Target, manifest: Manifest, artifacts: ArtifactRecord,
          all_files: bool = False) -> dict[str, Any]:
     items = []
     for dist in tracked(manifest, target, all_files):
@@ -56,9 +76,7 @@ def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
             if rec.sha256 is None:  # RECORD itself and .pyc files: they churn, not state
                 continue
             path = dist.location / rel
-            key = path.relative_to(target.root).as_posix() if path.is_relative_to(
-                target.root) else str(path)
-            items.append((key, str(path), rec.size))
+            items.append((file_key(target, path), str(path), rec.size))
     cache = StatCache(target.root)
     files, sizes = hash_files(items, cache, 2)
     cache.save()
@@ -71,7 +89,8 @@ def take(target: Target, manifest: Manifest, artifacts: dict[str, str],
                    "site_packages": [str(p) for p in target.site_packages]},
         "distributions": {d.name: describe_distribution(d)
                           for d in sorted(target.distributions.values(), key=lambda d: d.name)},
-        "artifacts": artifacts,
+        "artifacts": artifacts.states,
+        "artifact_files": artifacts.files,
         "files": dict(sorted(files.items())),
         "sizes": dict(sorted(sizes.items())),  # so that diff can say S.5 as audit does
         "all_files": all_files,
