@@ -244,7 +244,8 @@ def _artifact_cell(check: str, host: HostSnapshot, base: Baseline,
                    drift: FileDrift) -> Cell:
     cell = _artifact_state_cell(check, host, base)
     aid = check.removeprefix("artifact:")
-    own = [c for c in drift.changes if c.rel in set(host.artifact_files.get(aid, ()))]
+    files = set(host.artifact_files.get(aid, ()))
+    own = [c for c in drift.changes if c.rel in files] if files else []
     if cell.level is Level.FAIL or not own:
         return cell
     more = f" (+{len(own) - 1} more)" if len(own) > 1 else ""
