@@ -78,7 +78,8 @@ document.querySelectorAll('td.cell[data-check="age"]').forEach(function (cell) {
 });
 return {scrolled: window.scrollY, height: window.innerHeight, top: top.top,
         bottom: top.bottom, summary: document.getElementById('summary').textContent,
-        shown: document.getElementById('shown').textContent, painted: painted, ages: ages,
+        shown: (document.getElementById('shown') || {}).textContent || '', painted: painted,
+        ages: ages,
         diff: Array.prototype.map.call(document.querySelectorAll('#diff-edited-00 pre span'),
                                        function (s) { return s.textContent; }),
         details: Array.prototype.map.call(document.querySelectorAll('section.host-diff li'),

@@ -11,7 +11,9 @@ Bad input, as documented in the README:
   e.g. a node that was unreachable: shown as missing;
 * a bad ``--baseline``, or no readable snapshot at all: exit 2;
 * a snapshot older than ``--stale-after`` (default 24h), or of no known age: that host is
-  stale, never healthy.
+  stale, never healthy;
+* ``--prometheus FILE`` a link, a FIFO, a folder, or in a missing folder: exit 2 before any
+  snapshot is read, nothing written (:mod:`ascendpatch.inspect.promfile`).
 
 Exit 1 when any host drifts, is an outlier, stale or missing, 0 when every host matches the
 baseline.
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch.errors import EXIT_OK, EXIT_PROBLEMS, InvalidInputError
-from ascendpatch.inspect import fleet, fleetage
+from ascendpatch.inspect import fleet, fleetage, promfile
 from ascendpatch.inspect.fleet import FleetReport, HostRow, HostSnapshot, HostStatus
 from ascendpatch.paths import NotRegularFileError, read_regular, shown
 from ascendpatch.results import Cell, CheckResult, CommandResult, Hint, Level, Phrase, Table, Tone
@@ -155,8 +157,13 @@ def _host_line(row: HostRow) -> CheckResult:
 
 
 def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | None = None,
-        output: Path | None = None, *, stale_after: float | None = STALE_AFTER) -> CommandResult:
+        output: Path | None = None, *, stale_after: float | None = STALE_AFTER,
+        prometheus: Path | None = None) -> CommandResult:
+    if prometheus is not None:
+        promfile.check_path(prometheus)  # before any snapshot is read
     rep = report(paths, baseline, hosts_file, stale_after)
+    if prometheus is not None:
+        promfile.write(prometheus, promfile.fleet_families(rep))
     if output is not None:
         from ascendpatch.inspect import fleethtml
         from ascendpatch.store import atomic
@@ -167,7 +174,8 @@ def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | 
     summary = (f"fleet: {len(rep.rows)} host(s) against the {rep.baseline.source}: "
                f"{len(rep.drifted)} drifted, {len(rep.outliers)} outlier(s), "
                f"{len(rep.stale)} stale, {len(rep.missing)} missing"
-               + (f"; report written to {output}" if output else ""))
+               + (f"; report written to {output}" if output else "")
+               + (f"; metrics written to {prometheus}" if prometheus else ""))
     code = EXIT_OK if all(r.status is HostStatus.OK for r in rep.rows) else EXIT_PROBLEMS
     return CommandResult("fleet-report", tuple(_host_line(r) for r in rep.rows),
                          notes=rep.warnings, summary=summary, exit_code_override=code,
@@ -176,7 +184,7 @@ def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | 
 
 def from_args(args: Namespace) -> CommandResult:
     return run(args.snapshots, args.baseline, args.hosts, args.output,
-               stale_after=args.stale_after)
+               stale_after=args.stale_after, prometheus=args.prometheus)
 
 
 def _duration(text: str) -> float | None:
@@ -200,14 +208,17 @@ def configure(p: ArgumentParser) -> None:
     p.add_argument("--stale-after", type=_duration, default=STALE_AFTER, metavar="AGE",
                    help="a snapshot older than this (24h, 90m, 2d, seconds; 'never') makes its "
                         "host stale, never healthy (default 24h)")
+    p.add_argument("--prometheus", type=cliargs.path, metavar="FILE",
+                   help="also write the report as gauges in a Prometheus textfile (for "
+                        "node_exporter's textfile collector), atomically")
 
 
 COMMAND = cliargs.CommandSpec(
     name="fleet-report",
     help="drift of many hosts' snapshots against a baseline",
     description=("Compare many hosts' snapshots against a baseline (the majority per package / "
-                 "patch, or --baseline): a table per host, drift in red, an optional HTML page. "
-                 "Exit 1 on drift, an outlier, a stale snapshot or a "
+                 "patch, or --baseline): a table per host, drift in red, an optional HTML page "
+                 "and Prometheus textfile. Exit 1 on drift, an outlier, a stale snapshot or a "
                  "missing host."),
     example="ascendpatch fleet-report snapshots/ --hosts hosts.txt -o fleet.html",
     run=from_args, configure=configure,

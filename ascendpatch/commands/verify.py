@@ -1,6 +1,8 @@
-"""``ascendpatch verify [--no-probes] [--device]``: read-only, one line per check; after an
-image rebuild, it says exactly what is wrong and what to run. ``--device`` (opt-in) runs the
-fused top-k/top-p operator once on the NPU against the installed fallback."""
+"""``ascendpatch verify [--no-probes] [--device] [--prometheus FILE]``: read-only, one line per
+check; after an image rebuild, it says exactly what is wrong and what to run. ``--device``
+(opt-in) runs the fused top-k/top-p operator once on the NPU against the installed fallback.
+``--prometheus FILE`` also writes what it found as gauges for node_exporter's textfile
+collector (:mod:`ascendpatch.inspect.promfile`; the path is checked before any work)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.env import standins
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.inspect import promfile
 from ascendpatch.inspect.checks import probes
 from ascendpatch.inspect.checks.base import ArtifactFacts, CheckContext, ProbeOutcome
 from ascendpatch.inspect.checks.registry import CHECKS
@@ -66,10 +69,16 @@ def facts(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = Non
 
 
 def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
-        probe_timeout: float = probes.PROBE_TIMEOUT, device: bool = False) -> CommandResult:
+        probe_timeout: float = probes.PROBE_TIMEOUT, device: bool = False,
+        prometheus: Path | None = None) -> CommandResult:
+    if prometheus is not None:
+        promfile.check_path(prometheus)
     shared = facts(ctx, no_probes=no_probes, serve_log=serve_log, probe_timeout=probe_timeout,
                    device=device)
     results = tuple(result for check in CHECKS for result in check.run(shared))
+    if prometheus is not None:
+        promfile.write(prometheus, promfile.verify_families(ctx.manifest.name,
+                                                            shared.artifacts.shown, results))
     failed = sum(1 for r in results if r.level is Level.FAIL)
     target, manifest = ctx.target, ctx.manifest
     simulated = " (sandbox: the NPU stack is simulated)" if shared.sandbox else ""
@@ -80,8 +89,11 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
 
 
 def from_args(args: Namespace) -> CommandResult:
+    if args.prometheus is not None:
+        promfile.check_path(args.prometheus)  # before the target is inspected
     return run(context.from_args(args), no_probes=args.no_probes, serve_log=args.serve_log,
-               probe_timeout=args.probe_timeout, device=args.device)
+               probe_timeout=args.probe_timeout, device=args.device,
+               prometheus=args.prometheus)
 
 
 def configure(p: ArgumentParser) -> None:
@@ -94,6 +106,9 @@ def configure(p: ArgumentParser) -> None:
                         "the tokens it keeps with the fallback's")
     p.add_argument("--serve-log", type=cliargs.path, metavar="FILE",
                    help="also check a vLLM serve log for the markers the manifest needs")
+    p.add_argument("--prometheus", type=cliargs.path, metavar="FILE",
+                   help="also write the findings as gauges in a Prometheus textfile (for "
+                        "node_exporter's textfile collector), atomically")
     cliargs.with_option(p, "also expect this optional artifact to be applied")
 
 
