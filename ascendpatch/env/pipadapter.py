@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch import cachedir, catalog, progress
+from ascendpatch.env.inscript import PREAMBLE
 from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.results import Hint, Phrase
@@ -169,9 +170,24 @@ def install(target: Target, requirements: Sequence[str], source: Source,
 
 
 def run_pip(args: Sequence[str], env: Mapping[str, str] | None = None,
-            python: str | None = None) -> subprocess.CompletedProcess[str]:
-    """This tool's own pip (downloads, wheels for bundles)."""
-    return _run([python or sys.executable, "-m", "pip", *args], env)
+            python: str | None = None, label: str | None = None) \
+        -> subprocess.CompletedProcess[str]:
+    """This tool's own pip (downloads, wheels for bundles, the index's versions)."""
+    return _run([python or sys.executable, "-m", "pip", *args], env, label=label)
+
+
+_RUN_FILE = ("import runpy\n_ap_sys.argv[:] = _ap_sys.argv[1:]\n"
+             "runpy.run_path(_ap_sys.argv[0], run_name='__main__')\n")
+
+
+def run_pip_script(script: str, args: Sequence[str], label: str) \
+        -> subprocess.CompletedProcess[str]:
+    """A script beside this module (``_pipfind.py``) run by this tool's own interpreter with
+    pip as its library, for what no pip command does without building (an sdist's bytes);
+    the caller's folder is not on its sys.path (inscript.PREAMBLE)."""
+    boot = f"{PREAMBLE}{_RUN_FILE}"
+    path = Path(__file__).with_name(script)
+    return _run([sys.executable, "-B", "-c", boot, str(path), *args], None, label=label)
 
 
 def piptools_venv(python: Path, version: str | None, source: Source) -> Path:

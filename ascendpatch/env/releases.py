@@ -1,23 +1,18 @@
 """Files of a released distribution, without installing it: from a wheelhouse, the cache, a
-wheel that `pip download --no-deps` fetches, or the sdist taken from the index's PEP 691 JSON
-API (vllm-ascend sdists cannot have their metadata built without CANN, so pip cannot download
-them). Honours $PIP_INDEX_URL; --offline never leaves the wheelhouse. Also the one list of the
-vllm-ascend releases the catalog was checked against (``data/releases.yaml``), which the
-maintainer tools, the tests and the README's matrix read."""
+wheel that `pip download --no-deps` fetches, or the sdist that pip's own finder and session
+fetch without building it (env/pipindex; vllm-ascend sdists cannot have their metadata built
+without CANN). Every index access goes through this tool's pip, with pip's configuration;
+--offline never leaves the wheelhouse. Also the one list of the vllm-ascend releases the
+catalog was checked against (``data/releases.yaml``), which the maintainer tools, the tests
+and the README's matrix read."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import io
-import json
 import lzma
-import os
 import tarfile
-import urllib.error
-import urllib.parse
-import urllib.request
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -29,17 +24,13 @@ import yaml
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ascendpatch import cachedir, catalog, progress
-from ascendpatch.env import pipadapter
+from ascendpatch import cachedir, catalog
+from ascendpatch.env import pipadapter, pipindex
 from ascendpatch.env.pipadapter import Source
-from ascendpatch.errors import AscendpatchError
+from ascendpatch.env.pipindex import ReleaseError
 from ascendpatch.store import atomic
 
-SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
-
-
-class ReleaseError(AscendpatchError):
-    """A release's files could not be had."""
+__all__ = ["ReleaseError"]  # raised here, defined beside the index access (env/pipindex)
 
 
 @dataclass(frozen=True)
@@ -58,10 +49,6 @@ def known_releases(name: str = "vllm-ascend") -> list[KnownRelease]:
     doc = yaml.safe_load(files("ascendpatch").joinpath("data/releases.yaml").read_text())
     return [KnownRelease(str(e["version"]), bool(e["wheel"]), str(e["sampler_fix"]),
                          e.get("sampler_as")) for e in doc[name]]
-
-
-def index_url() -> str:
-    return os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
 
 
 def release_of(filename: str, *, sdists: bool = True) -> tuple[str, Version] | None:
@@ -99,66 +86,38 @@ def _archives(folder: Path, name: str, version: str) -> list[Path]:
     return sorted(found, key=lambda p: (p.suffix != ".whl", p.name))
 
 
-def listing(name: str) -> list[dict[str, object]]:
-    request = urllib.request.Request(f"{index_url()}/{canonicalize_name(name)}/",
-                                     headers={"Accept": SIMPLE_JSON})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as resp:
-            doc = json.load(resp)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ReleaseError(f"cannot list {name} on {index_url()}: {exc}",
-                           fix="use --wheelhouse DIR (and --offline)") from None
-    files = doc.get("files", [])
-    assert isinstance(files, list)
-    return files
-
-
 def versions_on_index(name: str, source: Source, *, sdists: bool = True) -> list[str]:
-    """Every release of ``name`` with a wheel (and, with ``sdists``, sdist-only ones too)."""
+    """Every release of ``name`` with a wheel (and, with ``sdists``, sdist-only ones too): in
+    the wheelhouse with --offline, else those pip finds (a wheel: one for this interpreter);
+    ReleaseError when there is none."""
     if source.offline:
         assert source.wheelhouse is not None
         folder = source.wheelhouse
         names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
-    else:
-        names = [str(f["filename"]) for f in listing(name)]
-    return [str(v) for v in versions_in(name, names, sdists=sdists)]
+        return [str(v) for v in versions_in(name, names, sdists=sdists)]
+    found = pipindex.versions(name, sdists=sdists)
+    if not found:
+        raise ReleaseError(f"no release of {name} on {pipindex.where()}", fix=pipindex.FIX)
+    return [str(v) for v in found]
 
 
 def download_sdist(name: str, version: str, folder: Path) -> Path | None:
-    for entry in listing(name):
-        filename = str(entry["filename"])
-        if not filename.endswith(".tar.gz"):
-            continue
-        if not _is_release(filename, name, version):
-            continue
-        url = urllib.parse.urljoin(f"{index_url()}/{canonicalize_name(name)}/",
-                                   str(entry["url"]))
-        data = _download(url, filename)
-        hashes = entry.get("hashes")
-        expected = hashes.get("sha256") if isinstance(hashes, dict) else None
-        if expected and hashlib.sha256(data).hexdigest() != expected:
-            raise ReleaseError(f"{filename}: sha256 differs from the index's")
-        _scan(io.BytesIO(data), filename)  # a bad download is never cached
-        path = folder / filename
-        atomic.write_atomic(path, data, mode=0o644)
-        return path
-    return None
-
-
-def _download(url: str, filename: str) -> bytes:
-    """The file's bytes, at most DOWNLOAD_CAP of them."""
-    try:
-        with progress.task(f"downloading {filename}"), \
-                urllib.request.urlopen(url, timeout=600) as resp:
-            data: bytes = resp.read(DOWNLOAD_CAP + 1)
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        raise ReleaseError(f"cannot download {filename} from {index_url()}: {exc}",
-                           fix="use --wheelhouse DIR holding it (and --offline)") from None
-    if len(data) > DOWNLOAD_CAP:
-        raise ReleaseError(f"{filename} on {index_url()} is larger than "
+    """The sdist of ``name==version`` from pip's indexes, checked against the sha256 the index
+    publishes and read through once before it is written (atomically) into ``folder``; None
+    when the index has none."""
+    fetched = pipindex.sdist(name, version, DOWNLOAD_CAP)
+    if fetched is None or not _is_release(fetched.filename, name, version):
+        return None
+    if len(fetched.data) > DOWNLOAD_CAP:
+        raise ReleaseError(f"{fetched.filename} on {fetched.where} is larger than "
                            f"{DOWNLOAD_CAP >> 20} MiB; not downloaded",
                            fix="use --wheelhouse DIR holding it (and --offline)")
-    return data
+    if fetched.sha256 and hashlib.sha256(fetched.data).hexdigest() != fetched.sha256:
+        raise ReleaseError(f"{fetched.filename}: sha256 differs from the index's")
+    _scan(io.BytesIO(fetched.data), fetched.filename, fetched.where)  # never cached when bad
+    path = folder / fetched.filename
+    atomic.write_atomic(path, fetched.data, mode=0o644)
+    return path
 
 
 def archive(name: str, version: str, source: Source) -> Path:
@@ -178,7 +137,8 @@ def archive(name: str, version: str, source: Source) -> Path:
         return found[0]
     sdist = download_sdist(name, version, cache)
     if sdist is None:
-        raise ReleaseError(f"no wheel or sdist of {name} {version} on {index_url()}")
+        raise ReleaseError(f"no wheel or sdist of {name} {version} on {pipindex.where()}",
+                           fix=pipindex.FIX)
     return sdist
 
 
@@ -262,14 +222,14 @@ def _zip_member(zf: zipfile.ZipFile, member: str) -> bytes | None:
         return handle.read(_bounded(info.file_size, member))
 
 
-def _scan(data: io.BytesIO, name: str) -> None:
+def _scan(data: io.BytesIO, name: str, where: str) -> None:
     """Every header of an sdist read once (which reads all of its compressed stream)."""
     try:
         with tarfile.open(fileobj=data, mode="r:gz") as tf:
             for _ in _tar_entries(tf, name):
                 pass
     except _BROKEN as exc:
-        raise ArchiveError(f"{name} from {index_url()} is not a readable sdist ({_why(exc)})",
+        raise ArchiveError(f"{name} from {where} is not a readable sdist ({_why(exc)})",
                            fix="try again later, or use --wheelhouse DIR holding it") from None
 
 

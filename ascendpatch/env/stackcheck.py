@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascendpatch import cachedir, catalog
-from ascendpatch.env import pipadapter, releases
+from ascendpatch.env import pipadapter, pipindex, releases
 from ascendpatch.env.pipadapter import PipError, Source
 from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Target
@@ -52,7 +52,7 @@ def _cache_key(target: Target, pins: Sequence[str], source: Source) -> str | Non
         specs = list(Requirement(pin).specifier)
         if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
             return None
-    text = json.dumps([sorted(pins), releases.index_url(), str(source.wheelhouse),
+    text = json.dumps([sorted(pins), pipindex.where(), str(source.wheelhouse),
                        source.offline, target.markers], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -127,11 +127,10 @@ def _exact(combined: SpecifierSet) -> Version | None:
 
 
 def _candidates(name: str, source: Source) -> list[Version]:
-    if source.offline:
-        folder = source.wheelhouse
-        files = [p.name for p in folder.iterdir()] if folder and folder.is_dir() else []
-    else:
-        files = [str(f["filename"]) for f in releases.listing(name) if not f.get("yanked")]
+    if not source.offline:
+        return pipindex.versions(name)  # pip's: yanked releases are not among them
+    folder = source.wheelhouse
+    files = [p.name for p in folder.iterdir()] if folder and folder.is_dir() else []
     return releases.versions_in(name, files)
 
 
