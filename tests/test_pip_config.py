@@ -199,6 +199,20 @@ def test_the_sdist_download_uses_the_user_pip_conf_index(env: tuple[int, Path],
     assert releases.download_sdist("demo", "3.0", tmp_path / "out") is None
 
 
+def test_an_sdist_whose_sha256_differs_from_the_index_is_not_kept(
+        env: tuple[int, Path], tmp_path: Path) -> None:
+    port, project = env
+    page = tmp_path / "served" / "simple" / "demo" / "index.html"
+    page.write_text(page.read_text().replace(_sha256(tmp_path / "served" / "files" /
+                                                     "demo-1.0.tar.gz"), "0" * 64))
+    user_pip_conf(f"http://127.0.0.1:{port}/simple")
+    result = cli(project, "port", "demo-fix", "--to", "1.0")
+    assert result.code == 1, result.out + result.err
+    assert result.err.startswith(f"[FAIL] demo-1.0.tar.gz from http://127.0.0.1:{port}/simple: "
+                                 f"sha256 differs from the index's; not kept"), result.err
+    assert not list((Path(os.environ["ASCENDPATCH_CACHE"]) / "releases").glob("*.tar.gz"))
+
+
 def test_the_password_of_the_pip_conf_index_is_used_and_never_shown(
         env: tuple[int, Path]) -> None:
     port, project = env

@@ -49,7 +49,8 @@ def _save(session: Any, link: Any, dest: str, cap: int) -> dict[str, Any]:
                 if size > cap:
                     return {"filename": link.filename, "too_big": True}
                 out.write(chunk)
-    sha256 = link.hash if link.hash_name == "sha256" else None
+    published = getattr(link, "_hashes", None) or {}  # every hash the index gave (PEP 691)
+    sha256 = published.get("sha256") or (link.hash if link.hash_name == "sha256" else None)
     return {"filename": link.filename, "sha256": sha256}
 
 

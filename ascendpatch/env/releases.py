@@ -113,7 +113,9 @@ def download_sdist(name: str, version: str, folder: Path) -> Path | None:
                            f"{DOWNLOAD_CAP >> 20} MiB; not downloaded",
                            fix="use --wheelhouse DIR holding it (and --offline)")
     if fetched.sha256 and hashlib.sha256(fetched.data).hexdigest() != fetched.sha256:
-        raise ReleaseError(f"{fetched.filename}: sha256 differs from the index's")
+        raise ReleaseError(f"{fetched.filename} from {fetched.where}: sha256 differs from the "
+                           f"index's; not kept",
+                           fix="try again later, or use --wheelhouse DIR holding it")
     _scan(io.BytesIO(fetched.data), fetched.filename, fetched.where)  # never cached when bad
     path = folder / fetched.filename
     atomic.write_atomic(path, fetched.data, mode=0o644)
