@@ -59,9 +59,9 @@ def _broken(stderr: str) -> str | None:
     found = [m for line in stderr.splitlines() if (m := _BROKEN.search(line))]
     if not found:
         return None
-    why = found[-1]["why"] or found[-1]["other"]
+    why = redact.text(found[-1]["why"] or found[-1]["other"])  # before it is cut short
     errno = _ERRNO.search(why)
-    return redact.text(errno[0].strip() if errno else why[:200])
+    return errno[0].strip() if errno else why[:200]
 
 
 def _shown(doc: dict[str, Any]) -> str:
