@@ -260,7 +260,14 @@ def test_offline_never_asks_the_pip_conf_index(env: tuple[int, Path]) -> None:
     (house / "demo-1.0.tar.gz").write_bytes(demo_sdist())
     result = cli(project, "catalog-check", "--offline", "--wheelhouse", str(house))
     assert result.code == 0, result.out + result.err
-    assert "demo 1.0: applies" in result.out and Recorder.seen == []
+    assert "demo 1.0: applies" in result.out
+    ported = cli(project, "port", "demo-fix", "--to", "1.0", "--offline", "--wheelhouse",
+                 str(house))
+    assert ported.code == 0, ported.out + ported.err
+    missing = cli(project, "port", "demo-fix", "--to", "2.0", "--offline", "--wheelhouse",
+                  str(house))
+    assert missing.code == 1 and "is not in the wheelhouse" in missing.err, missing.err
+    assert Recorder.seen == []
 
 
 def test_a_pip_conf_pip_cannot_read_is_one_line(env: tuple[int, Path]) -> None:

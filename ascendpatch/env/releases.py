@@ -27,10 +27,8 @@ from packaging.version import InvalidVersion, Version
 from ascendpatch import cachedir, catalog
 from ascendpatch.env import pipadapter, pipindex
 from ascendpatch.env.pipadapter import Source
-from ascendpatch.env.pipindex import ReleaseError
+from ascendpatch.env.pipindex import ReleaseError as ReleaseError  # defined beside the index
 from ascendpatch.store import atomic
-
-__all__ = ["ReleaseError"]  # raised here, defined beside the index access (env/pipindex)
 
 
 @dataclass(frozen=True)
