@@ -2,8 +2,8 @@
 files in it, the demo release as an sdist, and a package index on 127.0.0.1 that serves it.
 
 The second user is uid 65534 through ``setpriv`` (util-linux), so ownership and modes are
-checked by the kernel, not simulated. The index speaks the PEP 691 JSON API that both pip and
-ascendpatch (env/releases) read.
+checked by the kernel, not simulated. The index speaks the PEP 691 JSON API, which pip (and
+so ascendpatch, through it) reads.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Real vllm-ascend artifacts from the index, cached outside the checkout.
 
 Wheels come from ``pip download --no-deps``; sdist-only releases (whose metadata pip cannot
-build without CANN) come from the index's JSON API through the product's own
-env/releases.download_sdist, checked against its published sha256.
+build without CANN) come through the product's own env/releases.download_sdist (pip's finder
+and session, no build), checked against the sha256 the index publishes.
 The cache lives in ``$ASCENDPATCH_TEST_CACHE`` (default ``~/.cache/ascendpatch-test``), read
 once at import, before the test fixtures point HOME at a temp dir.
 """
