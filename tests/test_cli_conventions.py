@@ -166,6 +166,13 @@ def test_install_sh_uninstall_leaves_a_foreign_launcher_alone(tmp_path: Path) ->
     assert "is not ascendpatch's link" in done.stdout and link.is_file()
 
 
+def test_the_sandbox_folder_is_ignored_by_git() -> None:
+    """`bash install.sh --sandbox` in a checkout builds ./ascendpatch-sandbox: not a change."""
+    done = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q",
+                           "ascendpatch-sandbox/bin/python"], check=False)
+    assert done.returncode == 0
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 def test_completion_comes_from_the_parser(shell: str) -> None:
     pytest.importorskip("shtab")
