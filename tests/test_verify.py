@@ -144,9 +144,53 @@ def test_probe_reports_fallback_when_op_missing_but_patch_applied(
     python = _probe_env(tmp_path, monkeypatch, "0.18.0", torch_npu_body())
     lines = probes.check(from_python(python), {"sampler-topk-topp-fallback"})
     by_id = {r.id: r for r in lines}
-    op = by_id["probe:_C_ascend.npu_apply_top_k_top_p"]
+    op = by_id["probe:_C_ascend.npu_apply_top_k_top_p"]  # stand-ins: expected, and said so
+    assert op.level is Level.OK and "uses the PyTorch fallback" in op.message
+    assert "missing, as expected in a sandbox (stand-in: simulated, no NPU)" in op.message
+    # the stand-in stack has no op library: expected in a sandbox, said so (not a dead end)
+    library = by_id["probe:vllm_ascend_C"]
+    assert library.level is Level.SKIP, library
+    assert library.message.startswith("vllm-ascend's op library not loaded, as expected in a "
+                                      "sandbox (no NPU, torch_npu is a stand-in): ")
+
+
+def test_an_op_library_that_does_not_load_on_a_real_stack_names_a_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascendpatch.env.target import from_python
+    from ascendpatch.inspect.checks import probes
+
+    python = _probe_env(tmp_path, monkeypatch, "0.18.0", torch_npu_body())
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    for dist_info in site.glob("torch*.dist-info"):  # as pip installed them: not stand-ins
+        (dist_info / "INSTALLER").write_text("pip\n")
+    by_id = {r.id: r for r in probes.check(from_python(python), {"sampler-topk-topp-fallback"})}
+    library = by_id["probe:vllm_ascend_C"]
+    assert library.level is Level.WARN and library.fix, library
+    assert "vllm_ascend_C is compiled against them" in str(library.fix)
+    op = by_id["probe:_C_ascend.npu_apply_top_k_top_p"]  # a real stack: worth a warning
     assert op.level is Level.WARN and "uses the PyTorch fallback" in op.message
-    assert by_id["probe:vllm_ascend_C"].level is Level.WARN  # stand-in has no op library
+
+
+def test_verify_device_in_a_sandbox_is_skipped_no_npu(tmp_path: Path) -> None:
+    """The real probe in a real venv with the sandbox's stand-in torch: 89ee836 ran the
+    on-device check on it and failed with AttributeError: module 'torch' has no attribute
+    'Tensor' (the fallback's annotations)."""
+    from tests.kit.fakes import real_venv
+
+    python, site = real_venv(tmp_path / "venv")
+    stand_in_stack(site, "0.18.0", torch_npu_body())
+    sampler = site / "vllm_ascend" / "sample" / "sampler.py"
+    sampler.parent.mkdir(parents=True)
+    sampler.write_text("import torch\n\n\ndef _ascendpatch_top_k_top_p_pytorch(\n"
+                       "        logits: torch.Tensor, k, p) -> torch.Tensor:\n"
+                       "    return logits\n")
+    (tmp_path / "venv" / "ascendpatch-sandbox.json").write_text("{}")
+    manifest = write_manifest(tmp_path / "m.yaml", [])
+    done = run_cli("--python", python, "--manifest", manifest, "verify", "--device")
+    device = [line for line in done.out.splitlines() if "on-device" in line]
+    assert device == ["[SKIP] no NPU: on-device check not run, torch here is a stand-in "
+                      "(stand-in: simulated, no NPU); run it on an Ascend host"], done.out
+    assert "AttributeError" not in done.out + done.err
 
 
 def test_secret_looking_variables_are_reported_by_presence_only(

@@ -102,7 +102,7 @@ def probe(target: Target, timeout: float = PROBE_TIMEOUT, device: bool = False) 
     if target.python is None or target.get("torch-npu") is None:
         return ProbeOutcome(None)
     names = sorted({op.name for op in operators_for(target)})
-    spec = device_spec(target) if device else None
+    spec = device_spec(target) if device and not simulated_torch(target) else None
     return ProbeOutcome(run_probe(target.python, names, timeout, spec), spec)
 
 
@@ -128,13 +128,37 @@ def results(target: Target, outcome: ProbeOutcome, applied: Collection[str],
     found = [CheckResult("probe:import", "probe", Level.OK, f"import torch_npu works{label}")]
     lib = doc["imports"].get("vllm_ascend_C")
     if lib not in (None, "ok"):
-        found.append(CheckResult("probe:vllm_ascend_C", "probe", Level.WARN,
-                                 f"vllm-ascend's op library does not load: {lib}"))
+        found.append(_op_library_result(str(lib), target, bool(label)))
     for op in operators_for(target):
         found.append(_op_result(op, bool(doc["ops"].get(op.name)), applied, label))
-    if device:
+    if device and simulated_torch(target):
+        found.append(CheckResult("probe:device", "probe", Level.SKIP,
+                                 f"no NPU: on-device check not run, torch here is a "
+                                 f"stand-in{standins.LABEL}; run it on an Ascend host"))
+    elif device:
         found.append(_device_result(outcome.spec, doc.get("device"), label))
     return found
+
+
+def simulated_torch(target: Target) -> bool:
+    """torch in the target is one of ascendpatch's stand-ins (a sandbox): it computes nothing."""
+    torch = target.get("torch")
+    return torch is not None and standins.is_standin(torch.metadata_dir)
+
+
+def _op_library_result(error: str, target: Target, simulated: bool) -> CheckResult:
+    """vllm_ascend_C does not load: expected where the NPU stack is simulated; else a fix."""
+    cid = "probe:vllm_ascend_C"
+    if simulated:
+        return CheckResult(cid, "probe", Level.SKIP,
+                           f"vllm-ascend's op library not loaded, as expected in a sandbox "
+                           f"(no NPU, torch_npu is a stand-in): {error}")
+    cause, fix = explain_import_error(error, target)
+    if not fix:
+        cause = f"vllm-ascend's op library does not load: {error}"
+        fix = ("install the vllm-ascend build made for this CANN and torch_npu (its "
+               "vllm_ascend_C is compiled against them)")
+    return CheckResult(cid, "probe", Level.WARN, cause, fix=fix)
 
 
 def check(target: Target, applied: Collection[str], timeout: float = PROBE_TIMEOUT,
@@ -194,6 +218,10 @@ def _op_result(op: Operator, present: bool, applied: Collection[str],
     if op.fallback == "upstream guard":
         return CheckResult(cid, "probe", Level.WARN,
                            f"{op.name} missing; {op.used_by} falls back upstream")
+    if op.fallback and op.fallback in applied and label:  # a sandbox: no NPU, so no operator
+        return CheckResult(cid, "probe", Level.OK,
+                           f"{op.name} missing, as expected in a sandbox{label}; {op.used_by} "
+                           f"uses the PyTorch fallback ({op.fallback} is applied)")
     if op.fallback and op.fallback in applied:
         return CheckResult(cid, "probe", Level.WARN,
                            f"{op.name} missing; {op.used_by} uses the PyTorch fallback "
