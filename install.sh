@@ -10,7 +10,8 @@
 #
 # Like pipx, the `ascendpatch` launcher is linked into ~/.local/bin (or $ASCENDPATCH_BIN_DIR)
 # and bash completion (from the argparse parser, via shtab) is written where bash-completion
-# finds it; `--uninstall` removes the venv, the link and the completion file.
+# finds it; `--uninstall` removes the venv, the link and the completion file (only what this
+# prefix's install wrote: PREFIX/installed-files).
 #
 # Re-running changes nothing and prints the same [OK] lines. A failing step stops the script
 # with a non-zero exit code and names the step; every step is itself all-or-nothing.
@@ -39,8 +40,9 @@ Options:
   --bin-dir DIR          where the `ascendpatch` launcher is linked
                          (default: $ASCENDPATCH_BIN_DIR or ~/.local/bin)
   --no-completion        do not write the bash completion file
-  --uninstall            remove ascendpatch's venv, the launcher link and the completion
-                         file (targets and sandboxes are left alone), then exit
+  --uninstall            remove ascendpatch's venv, and the launcher link and completion
+                         file that this prefix's install wrote (listed in PREFIX/installed-files;
+                         targets and sandboxes are left alone), then exit
   -h, --help             this help
 
 Environment:
@@ -105,14 +107,27 @@ link="$bin_dir/ascendpatch"
 # ours LINK: the link points into this prefix's venv (never remove or replace anything else).
 ours() { [ -L "$1" ] && [ "$(readlink "$1")" = "$prefix/venv/bin/ascendpatch" ]; }
 
+# The files outside the prefix that this install wrote, one "KIND PATH" line each: --uninstall
+# of this prefix removes those and nothing else (another install's completion file stays).
+record="$prefix/installed-files"
+recorded() { [ -f "$record" ] && grep -qxF "$1 $2" "$record"; }
+remember_file() {
+    recorded "$1" "$2" && return 0
+    mkdir -p "$prefix" && echo "$1 $2" >> "$record"
+}
+
 do_uninstall() {
     if ours "$link"; then rm -f "$link"; echo "[OK] removed the launcher $link"
     elif [ -e "$link" ] || [ -L "$link" ]; then
         echo "[WARN] $link is not ascendpatch's link into $prefix/venv; left alone"
     fi
-    if [ -f "$completion_file" ] && grep -q "ascendpatch" "$completion_file"; then
+    if recorded completion "$completion_file"; then
         rm -f "$completion_file"; echo "[OK] removed the completion file $completion_file"
+    elif [ -f "$completion_file" ]; then
+        echo "[OK] left the completion file $completion_file: the install in $prefix did not" \
+             "write it"
     fi
+    rm -f "$record"
     if [ -d "$prefix/venv" ]; then rm -rf "$prefix/venv"; echo "[OK] removed $prefix/venv"
     else echo "[OK] no venv at $prefix/venv (already uninstalled)"; fi
     rmdir "$prefix" 2>/dev/null || true
@@ -204,6 +219,7 @@ install_completion() {
     mkdir -p "$(dirname "$completion_file")" || return 1
     "$py" -m ascendpatch.shell.completion bash > "$completion_file.tmp" && \
         mv -f "$completion_file.tmp" "$completion_file" || return 1
+    remember_file completion "$completion_file" || return 1
     echo "[OK] bash completion $completion_file (bash-completion loads it; or add to" \
          "~/.bashrc: source $completion_file)"
 }

@@ -166,6 +166,29 @@ def test_install_sh_uninstall_leaves_a_foreign_launcher_alone(tmp_path: Path) ->
     assert "is not ascendpatch's link" in done.stdout and link.is_file()
 
 
+def test_install_sh_uninstall_of_another_prefix_keeps_the_default_install(tmp_path: Path) \
+        -> None:
+    """89ee836: `--uninstall --prefix B` deleted the default install's completion file (any
+    file with "ascendpatch" in it). Each install records what it wrote; B wrote nothing."""
+    home = tmp_path / "home"
+    default = home / ".local" / "share" / "ascendpatch"
+    _fake_install(home, default)
+    completion = home / ".local" / "share" / "bash-completion" / "completions" / "ascendpatch"
+    completion.parent.mkdir(parents=True)
+    completion.write_text("# bash completion for ascendpatch\n")
+    (default / "installed-files").write_text(f"completion {completion}\n")
+    other = _install_sh("--uninstall", "--prefix", str(tmp_path / "B"), home=home,
+                        prefix=default)
+    assert other.returncode == 0, other.stderr
+    assert completion.is_file() and (home / ".local" / "bin" / "ascendpatch").is_symlink()
+    assert f"left the completion file {completion}: the install in {tmp_path}/B did not" \
+           in other.stdout
+    own = _install_sh("--uninstall", home=home, prefix=default)
+    assert own.returncode == 0, own.stderr
+    assert f"[OK] removed the completion file {completion}" in own.stdout
+    assert not completion.exists() and not default.exists()
+
+
 def test_the_sandbox_folder_is_ignored_by_git() -> None:
     """`bash install.sh --sandbox` in a checkout builds ./ascendpatch-sandbox: not a change."""
     done = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q",
