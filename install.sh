@@ -11,7 +11,8 @@
 # Like pipx, the `ascendpatch` launcher is linked into ~/.local/bin (or $ASCENDPATCH_BIN_DIR)
 # and bash completion (from the argparse parser, via shtab) is written where bash-completion
 # finds it; `--uninstall` removes the venv, the link and the completion file (only what this
-# prefix's install wrote: PREFIX/installed-files).
+# prefix's install wrote: PREFIX/installed-files). The target is remembered in the user's config
+# (python -m ascendpatch.shell.remember), so later commands need no --python.
 #
 # Re-running changes nothing and prints the same [OK] lines. A failing step stops the script
 # with a non-zero exit code and names the step; every step is itself all-or-nothing.
@@ -42,8 +43,13 @@ Options:
   --no-completion        do not write the bash completion file
   --uninstall            remove ascendpatch's venv, and the launcher link and completion
                          file that this prefix's install wrote (listed in PREFIX/installed-files;
-                         targets and sandboxes are left alone), then exit
+                         targets, sandboxes and the config are left alone), then exit
   -h, --help             this help
+
+The target (the sandbox, or --python) is remembered in $XDG_CONFIG_HOME/ascendpatch/config.toml
+(default ~/.config/ascendpatch/config.toml) when that file does not exist, so that later
+commands need no --python; an existing config that names another target is left as it is
+([WARN] with the lines to put in it).
 
 Environment:
   SMOOTH=1                 also apply (and verify) the manifest's SmoothQuant drop-in
@@ -110,6 +116,9 @@ ours() { [ -L "$1" ] && [ "$(readlink "$1")" = "$prefix/venv/bin/ascendpatch" ];
 # The files outside the prefix that this install wrote, one "KIND PATH" line each: --uninstall
 # of this prefix removes those and nothing else (another install's completion file stays).
 record="$prefix/installed-files"
+config_home="${XDG_CONFIG_HOME:-}"
+case "$config_home" in /*) ;; *) config_home="$HOME/.config" ;; esac  # relative: ignored (XDG)
+config_file="$config_home/ascendpatch/config.toml"
 recorded() { [ -f "$record" ] && grep -qxF "$1 $2" "$record"; }
 remember_file() {
     recorded "$1" "$2" && return 0
@@ -126,6 +135,10 @@ do_uninstall() {
     elif [ -f "$completion_file" ]; then
         echo "[OK] left the completion file $completion_file: the install in $prefix did not" \
              "write it"
+    fi
+    if [ -f "$config_file" ] && recorded config "$config_file"; then
+        echo "[OK] left the config $config_file (it names your target for the next install;" \
+             "remove it by hand if you like)"
     fi
     rm -f "$record"
     if [ -d "$prefix/venv" ]; then rm -rf "$prefix/venv"; echo "[OK] removed $prefix/venv"
@@ -240,5 +253,16 @@ common=("${target_args[@]}" --manifest "$manifest")
 run_step "install" "$ap" "${common[@]}" install "${source_args[@]}"
 run_step "apply" "$ap" "${common[@]}" apply "${with_args[@]}"
 run_step "verify" "$ap" "${common[@]}" verify "${with_args[@]}"
-echo "next: ascendpatch ${target_args[*]:+${target_args[*]} }--manifest $manifest status"
+# remember the target in the user's config, so that later commands need no --python; a config
+# that names something else is left alone ([WARN] with the lines to put in it)
+next=("${common[@]}")
+if [ -n "$target_python" ]; then
+    existed=0; [ -e "$config_file" ] && existed=1
+    if "$prefix/venv/bin/python" -m ascendpatch.shell.remember --python "$target_python" \
+            --manifest "$manifest"; then
+        next=()
+        [ "$existed" = 1 ] || remember_file config "$config_file"
+    fi
+fi
+echo "next: ascendpatch ${next[*]:+${next[*]} }status"
 echo "=== Installation complete ==="

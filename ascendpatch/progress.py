@@ -1,11 +1,12 @@
 """The progress seam: core code reports long steps, command lines, notices and finished items.
 
 Core code never prints. It calls :func:`task` around a long step (a download, a pip run, the
-hashing of an audit), :func:`command` / :func:`output` for what ``-v`` shows, :func:`notice`
-for a warning that is no result (a cache folder not used this run), and :func:`item` (or
-:func:`stream`, over an iterator of final results) when a result is final, so that it can be
-shown at once instead of at the end (the command's result then says ``streamed``). The CLI installs
-a reporter from ``ascendpatch/shell/output.py`` with :func:`reporting`; without one (tests, library
+hashing of an audit), :func:`command` / :func:`output` / :func:`detail` for what ``-v`` shows,
+:func:`notice` for a warning that is no result (a cache folder not used this run), and
+:func:`item` (or :func:`stream`, over an iterator of final results) when a result is final, so
+that it can be shown at once instead of at the end (the command's result then says
+``streamed``). The CLI installs a reporter from ``ascendpatch/shell/output.py`` with
+:func:`reporting`; without one (tests, library
 use) every call does nothing.
 """
 
@@ -33,6 +34,8 @@ class Reporter(Protocol):
     def item(self, item: Item, show_diff: bool) -> None: ...
 
     def notice(self, text: str) -> None: ...
+
+    def detail(self, text: str) -> None: ...
 
 
 _reporter: Reporter | None = None
@@ -77,6 +80,12 @@ def notice(text: str) -> None:
     each text once per run."""
     if _reporter is not None:
         _reporter.notice(text)
+
+
+def detail(text: str) -> None:
+    """A fact about this run that ``-v`` shows (which target and manifest, and from where)."""
+    if _reporter is not None:
+        _reporter.detail(text)
 
 
 def item(result: Item, *, show_diff: bool = False) -> None:

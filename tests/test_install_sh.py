@@ -32,6 +32,13 @@ def _ok_lines(out: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith("[OK]")]
 
 
+def _ascendpatch(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The installed tool, run as a user would after install.sh: no --python."""
+    return subprocess.run([f"{env['ASCENDPATCH_PREFIX']}/venv/bin/ascendpatch", *args],
+                          capture_output=True, text=True, env=env, timeout=300, check=False,
+                          stdin=subprocess.DEVNULL, cwd=cwd)
+
+
 def test_sandbox_end_to_end_twice(env: dict[str, str], tmp_path: Path) -> None:
     sandbox = tmp_path / "sandbox"
     first = _run("--sandbox", sandbox, env=env)
@@ -39,13 +46,48 @@ def test_sandbox_end_to_end_twice(env: dict[str, str], tmp_path: Path) -> None:
     assert first.stdout.rstrip().endswith("=== Installation complete ===")
     assert "[OK] Applied sampler top_k/top_p fallback patch" in first.stdout
     assert "[FAIL]" not in first.stdout
+    # no dead end: the op library is expected to be missing in a sandbox, and the run says so
+    assert "op library not loaded, as expected in a sandbox (no NPU" in first.stdout
+    verified = first.stdout.split("--- verify\n", 1)[1]
+    assert not [line for line in verified.splitlines() if line.startswith("[WARN]")], verified
+    # the target is remembered: later commands, from anywhere, need no --python
+    config = Path(env["HOME"]) / ".config" / "ascendpatch" / "config.toml"
+    assert f'[OK] config {config}: python = "{sandbox}/bin/python"' in first.stdout
+    assert "next: ascendpatch status\n" in first.stdout
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    verify = _ascendpatch("-v", "verify", env=env, cwd=elsewhere)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert f"target {sandbox}/bin/python (Python " in verify.stderr
+    assert f"(from {config})" in verify.stderr
+    device = _ascendpatch("verify", "--device", env=env, cwd=elsewhere)
+    assert "[SKIP] no NPU: on-device check not run" in device.stdout, device.stdout
+    assert "AttributeError" not in device.stdout + device.stderr
     before = tree_digest(sandbox)
     second = _run("--sandbox", sandbox, env=env)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "[OK] sampler top_k/top_p fallback patch already applied" in second.stdout
+    assert f"[OK] config {config} already names this target" in second.stdout
     assert second.stdout.rstrip().endswith("=== Installation complete ===")
     assert tree_digest(sandbox) == before, "the second run changed the target"
     assert len(_ok_lines(second.stdout)) >= len(_ok_lines(first.stdout)) - 3
+    # a config that names something else is the user's: left as it is, and said so
+    config.write_text('python = "/usr/bin/python3"\n')
+    third = _run("--sandbox", sandbox, env=env)
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert f"[WARN] config {config} names another target or manifest; left alone" \
+           in third.stdout
+    assert f'python = "{sandbox}/bin/python"' in third.stdout
+    assert f"next: ascendpatch --python {sandbox}/bin/python --manifest default status" \
+           in third.stdout
+    assert config.read_text() == 'python = "/usr/bin/python3"\n'
+    # --uninstall of another prefix leaves this install's completion file alone
+    completion = Path(env["HOME"]) / ".local/share/bash-completion/completions/ascendpatch"
+    assert completion.is_file()
+    other = _run("--uninstall", "--prefix", tmp_path / "B", env=env)
+    assert other.returncode == 0 and completion.is_file(), other.stdout
+    gone = _run("--uninstall", env=env)
+    assert gone.returncode == 0 and not completion.exists(), gone.stdout
 
 
 def test_a_failing_step_stops_with_its_name(env: dict[str, str], tmp_path: Path) -> None:

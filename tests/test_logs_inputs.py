@@ -126,6 +126,9 @@ class _Recorder:
     def notice(self, text: str) -> None:
         del text
 
+    def detail(self, text: str) -> None:
+        del text
+
 
 def test_a_big_log_reports_its_progress(tmp_path: Path) -> None:
     path = tmp_path / "big.log"

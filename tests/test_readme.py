@@ -92,6 +92,10 @@ def test_the_main_job_command_as_written(clone: Path, tmp_path: Path) -> None:
     status = _run("ascendpatch --python ascendpatch-sandbox/bin/python status", clone, env, 120)
     assert status.returncode == 0, status.stdout + status.stderr
     assert "[OK] sampler top_k/top_p fallback patch applied" in status.stdout
+    # ... and remembers it: from any folder, no --python needed
+    remembered = _run("ascendpatch -v verify", home, env, 300)
+    assert remembered.returncode == 0, remembered.stdout + remembered.stderr
+    assert f"(from {home}/.config/ascendpatch/config.toml)" in remembered.stderr
     again = _run(command, clone, env, timeout=900)
     assert again.returncode == 0 and "already applied" in again.stdout
     assert "export PATH=" not in again.stdout  # now it is on PATH

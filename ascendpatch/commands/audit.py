@@ -123,16 +123,18 @@ def run_on(target: Target, make_context: Callable[[], Context], *,
 def from_args(args: Namespace) -> CommandResult:
     from ascendpatch.commands import context
 
-    if (args.python is None and args.site_packages is None) or args.manifest != "default":
+    choice = context.choose_target(args)
+    if choice.value is None or context.choose_manifest(args).value != context.DEFAULT_MANIFEST:
         # discovery reads the manifest's interpreters; a manifest named here is checked now
         return run(context.from_args(args), baseline=args.baseline, workers=args.workers)
-    if args.python is not None and args.site_packages is None:
+    if choice.key == "python":
         from ascendpatch.env.target import start_python
 
-        wait = start_python(args.python)  # the target interpreter runs ...
+        wait = start_python(Path(choice.value))  # the target interpreter runs ...
         import ascendpatch.inspect.audit  # noqa: F401  (... while the audit's modules load)
 
         target = wait()
+        context.said_target(target, choice)
     else:
         target = context.target_from_args(args)
 

@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.paths import shown
 from ascendpatch.results import Hint, Phrase
 
 if TYPE_CHECKING:  # at run time only where used: `audit` must not pay for yaml and the schema
+    from ascendpatch.config import Config
     from ascendpatch.env.pipadapter import Source
     from ascendpatch.env.target import Target
     from ascendpatch.manifest.model import Artifact, Manifest
@@ -41,7 +44,6 @@ def store_roots(artifacts: Sequence[Artifact], env: Mapping[str, str]) -> tuple[
     """Trees besides the target that the manifest's kinds write into (the Hugging Face cache,
     ``${MODEL_DIR}``): paths in the ledger and journal may lie there, nowhere else. A root
     that cannot be known now (an unset variable) is no root: its paths stay refused."""
-    from ascendpatch.errors import InvalidInputError
     from ascendpatch.kinds import KINDS
 
     roots: list[Path] = []
@@ -105,25 +107,99 @@ def reach(command: str | None) -> Reach:
     return REACH.get(command or "", Reach.NONE)
 
 
+MANIFEST_ENV = "ASCENDPATCH_MANIFEST"
+DEFAULT_MANIFEST = "default"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A target or manifest as chosen by the precedence, and where it came from."""
+
+    value: Path | str | None  # None: no target named anywhere, discovery decides
+    origin: str  # "--python", "$ASCENDPATCH_PYTHON", a config file, "discovery", "default"
+    key: str = "python"  # python / site-packages / manifest
+
+
+def _config(args: Namespace) -> Config | None:
+    """The config file that applies (read once per run, only when something needs it)."""
+    from ascendpatch import config
+
+    if "_config" not in vars(args):
+        try:
+            cwd = Path.cwd()
+        except OSError:  # the current folder was removed: no project config to look for
+            cwd = Path("/")
+        args._config = config.find(cwd, os.environ)
+    found: Config | None = args._config
+    return found
+
+
+def choose_target(args: Namespace) -> Choice:
+    """flag > $ASCENDPATCH_PYTHON > config > discovery (value None)."""
+    from ascendpatch.env import discover
+
+    if getattr(args, "site_packages", None) is not None:
+        return Choice(args.site_packages, "--site-packages", "site-packages")
+    if getattr(args, "python", None) is not None:
+        return Choice(args.python, "--python")
+    if os.environ.get(discover.ENV_VAR):
+        return Choice(Path(os.environ[discover.ENV_VAR]), f"${discover.ENV_VAR}")
+    found = _config(args)
+    for key in ("python", "site-packages"):
+        path = found.resolved(key) if found is not None else None
+        if found is not None and path is not None:
+            if not os.path.lexists(path):
+                raise InvalidInputError(f"{found.where(key)}: {path} does not exist",
+                                        fix=f"edit or remove that line, or pass --{key}")
+            return Choice(path, shown(found.path), key)
+    return Choice(None, "discovery")
+
+
+def choose_manifest(args: Namespace) -> Choice:
+    """flag > $ASCENDPATCH_MANIFEST > config > the bundled catalog."""
+    if getattr(args, "manifest", None) is not None:
+        return Choice(args.manifest, "--manifest", "manifest")
+    if os.environ.get(MANIFEST_ENV):
+        return Choice(os.environ[MANIFEST_ENV], f"${MANIFEST_ENV}", "manifest")
+    found = _config(args)
+    named = found.manifest() if found is not None else None
+    if found is not None and named is not None:
+        return Choice(named, shown(found.path), "manifest")
+    return Choice(DEFAULT_MANIFEST, "default", "manifest")
+
+
 def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
     from ascendpatch.env import discover
     from ascendpatch.env.target import from_python, from_site_packages
 
-    if args.site_packages is not None:
-        return from_site_packages(args.site_packages)
-    if args.python is not None:
-        return from_python(args.python)
-    command = getattr(args, "command", None)
-    return discover.find_target(os.environ, preferred=preferred,
-                                run_preferred=reach(command) is Reach.INTERPRETER)
+    choice = choose_target(args)
+    if choice.key == "site-packages":
+        target = from_site_packages(Path(choice.value or ""))
+    elif choice.value is not None:
+        target = from_python(Path(choice.value))
+    else:
+        command = getattr(args, "command", None)
+        target = discover.find_target(os.environ, preferred=preferred,
+                                      run_preferred=reach(command) is Reach.INTERPRETER)
+    said_target(target, choice)
+    return target
+
+
+def said_target(target: Target, choice: Choice) -> None:
+    """-v: which target this run uses and where that came from."""
+    from ascendpatch import progress
+
+    where = ("found by discovery: no --python, --site-packages, $ASCENDPATCH_PYTHON or config"
+             if choice.value is None else f"from {choice.origin}")
+    progress.detail(f"target {target.describe()} ({where})")
 
 
 def from_args(args: Namespace) -> Context:
-    """The manifest (--manifest) and the target (--python / --site-packages / discovery)."""
-    from ascendpatch.manifest import loader
+    """The manifest and the target, each by the precedence flag > env > config > discovery
+    (cliargs.PRECEDENCE says it in --help)."""
     from ascendpatch.shell import output
 
-    manifest = loader.load(args.manifest)
+    manifest = manifest_from_args(args)
     check_with(manifest, tuple(getattr(args, "with_ids", ())))
     target = target_from_args(args, manifest.target.get("python") or ())
     color = args.color
@@ -135,8 +211,6 @@ def from_args(args: Namespace) -> Context:
 
 def check_with(manifest: Manifest, ids: Sequence[str]) -> None:
     """``--with ID`` must name an artifact of the manifest (a typo must not pass silently)."""
-    from ascendpatch.errors import InvalidInputError
-
     unknown = [i for i in ids if manifest.artifact(i) is None]
     if unknown:
         known = ", ".join(a.id for a in manifest.artifacts) or "none"
@@ -152,6 +226,22 @@ def source_from_args(args: Namespace) -> Source:
 
 
 def manifest_from_args(args: Namespace) -> Manifest:
+    from ascendpatch import progress
     from ascendpatch.manifest import loader
 
-    return loader.load(args.manifest)
+    choice = choose_manifest(args)
+    name = str(choice.value)
+    if choice.origin not in ("--manifest", f"${MANIFEST_ENV}", "default"):
+        try:  # a name or path from a config file: the error names that file and key
+            loader.resolve_name(name)
+        except InvalidInputError as exc:
+            found = _config(args)
+            where = found.where("manifest") if found is not None else choice.origin
+            raise InvalidInputError(f"{where}: {exc.message}",
+                                    fix="edit or remove that line, or pass --manifest") \
+                from None
+    manifest = loader.load(name)
+    where = ("the bundled catalog: no --manifest, $ASCENDPATCH_MANIFEST or config"
+             if choice.origin == "default" else f"from {choice.origin}")
+    progress.detail(f"manifest {name} ({where})")
+    return manifest

@@ -1,6 +1,7 @@
 """Which interpreter is the target when --python is not given.
 
-Order: ``$ASCENDPATCH_PYTHON``; then the candidates below, first one with vllm-ascend installed.
+Order (after --python, ``$ASCENDPATCH_PYTHON`` and the config file: commands/context.py):
+``$ASCENDPATCH_PYTHON``; then the candidates below, first one with vllm-ascend installed.
 The vllm-omni images put their Python at /usr/local/python3.12.13/bin; their system python3
 is a 3.10 without pip.
 """
@@ -87,5 +88,7 @@ def find_target(env: Mapping[str, str], inspect: Callable[[Path], Target] = from
         tried.append(f"{path} (no {ANCHOR_DISTRIBUTION})")
     raise TargetError(
         "no target interpreter with vllm-ascend installed was found; tried: " + "; ".join(tried),
-        fix=f"pass --python PATH, set {ENV_VAR}, or use --site-packages DIR",
+        fix=f"pass --python PATH, set {ENV_VAR}, name it in a config file (python = \"PATH\" "
+            f"in ./ascendpatch.toml or ~/.config/ascendpatch/config.toml), or use "
+            f"--site-packages DIR",
     )

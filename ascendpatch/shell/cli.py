@@ -50,7 +50,9 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     when the command is named on the line, which is what main wants; otherwise every
     command's is built now (completion, tests)."""
     parser = _Parser(prog="ascendpatch",
-                     description="Patch and install manager for vllm-ascend environments.")
+                     description="Patch and install manager for vllm-ascend environments.",
+                     epilog=cliargs.PRECEDENCE,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"ascendpatch {__version__}")
     cliargs.global_options(parser, suppress=False)
     common = _Parser(add_help=False)
@@ -158,7 +160,7 @@ def _invocation(args: argparse.Namespace) -> str:
         words += ["--python", str(args.python)]
     elif getattr(args, "site_packages", None) is not None:
         words += ["--site-packages", str(args.site_packages)]
-    if getattr(args, "manifest", "default") != "default":
+    if getattr(args, "manifest", None) is not None:
         words += ["--manifest", str(args.manifest)]
     return shlex.join(words)
 

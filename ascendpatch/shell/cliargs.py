@@ -49,6 +49,17 @@ def folder_path(text: str) -> Path:
     return path(text)
 
 
+# Shown under the top-level options (ascendpatch --help); commands/context.py applies it.
+PRECEDENCE = """\
+target and manifest, first found wins: --python / --site-packages / --manifest, then
+$ASCENDPATCH_PYTHON / $ASCENDPATCH_MANIFEST, then the config file (ascendpatch.toml in the
+current folder or above, else $XDG_CONFIG_HOME/ascendpatch/config.toml, default
+~/.config/ascendpatch/config.toml: python = "PATH" or site-packages = "DIR", manifest =
+"NAME|PATH"; relative paths are relative to the config file's folder), then discovery (the
+documented interpreters, the first with vllm-ascend) and the bundled catalog. -v says which
+target and manifest a command used and from where."""
+
+
 def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     """--python/--site-packages/--manifest/--json/--color/--lock-timeout, before or after the
     command (the copy on each subcommand suppresses defaults so it never overrides)."""
@@ -58,12 +69,15 @@ def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--python", type=path, default=dflt(None), metavar="PATH",
-                       help="target interpreter (default: $ASCENDPATCH_PYTHON, then the "
-                            "documented candidates that have vllm-ascend)")
+                       help="target interpreter (default: $ASCENDPATCH_PYTHON, then python = "
+                            "or site-packages = in the config file, then the documented "
+                            "candidates that have vllm-ascend)")
     where.add_argument("--site-packages", type=folder_path, default=dflt(None), metavar="DIR",
                        help="operate on a site-packages folder without running any interpreter")
-    parser.add_argument("--manifest", default=dflt("default"), metavar="NAME|PATH",
-                        help="bundled manifest name or YAML path (default: the bundled catalog)")
+    parser.add_argument("--manifest", default=dflt(None), metavar="NAME|PATH",
+                        help="bundled manifest name or YAML path (default: "
+                             "$ASCENDPATCH_MANIFEST, then manifest = in the config file, then "
+                             "the bundled catalog)")
     parser.add_argument("--json", action="store_true", default=dflt(False),
                         help="one JSON document on stdout")
     parser.add_argument("--color", choices=("auto", "always", "never"), default=dflt("auto"),
@@ -72,7 +86,8 @@ def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("--lock-timeout", type=seconds, default=dflt(300.0), metavar="SECONDS",
                         help="how long to wait for another run's lock (default 300)")
     parser.add_argument("-v", "--verbose", action="store_true", default=dflt(False),
-                        help="also show the pip / pip-compile command lines and their output")
+                        help="also say which target and manifest were used and from where, "
+                             "and show the pip / pip-compile command lines and their output")
     parser.add_argument("-q", "--quiet", action="store_true", default=dflt(False),
                         help="show only problems ([FAIL] and [WARN] lines)")
 

@@ -420,6 +420,10 @@ class ConsoleReporter:
             for row in text.rstrip("\n").splitlines():
                 self._stderr((("  " + row, "dim"),))
 
+    def detail(self, text: str) -> None:
+        if self.verbose:
+            self._stderr(((safe(text), "dim"),))
+
     def notice(self, text: str) -> None:
         """One [WARN] line on stderr (also with -q and --json: stdout stays the result)."""
         if text not in self._noticed:

@@ -41,7 +41,8 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("ASCENDPATCH_LOG_DIR", str(home / "logs"))
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(home / ".cache" / "ascendpatch"))
-    for var in ("ASCENDPATCH_PYTHON", "ASCENDPATCH_CRASH_AT", "ASCENDPATCH_DATA_DIR"):
+    for var in ("ASCENDPATCH_PYTHON", "ASCENDPATCH_MANIFEST", "ASCENDPATCH_CRASH_AT",
+                "ASCENDPATCH_DATA_DIR", "XDG_CONFIG_HOME"):
         monkeypatch.delenv(var, raising=False)
     # The machine's pip configuration (extra indexes, find-links, a global constraints file)
     # must not leak into tests that run real pip: each test says where packages come from.
