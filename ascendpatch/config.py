@@ -203,7 +203,9 @@ def _type_name(value: object) -> str:
 
 
 def _bad(path: Path, problem: str) -> InvalidInputError:
-    return InvalidInputError(f"config {shown(path)}: {problem}",
+    from ascendpatch import redact
+
+    return InvalidInputError(redact.text(f"config {shown(path)}: {problem}"),
                              fix=f"edit or remove {shown(path)}")
 
 

@@ -174,6 +174,19 @@ def test_a_fifo_and_missing_paths_are_exit_2(project: Path) -> None:
                                 "'nope'"), named.err
 
 
+@pytest.mark.parametrize("line", [
+    'manifest = "https://ci:hunter2@mirror.example/stack.yaml"\n',
+    'python = "/opt/x/HF_TOKEN=hunter2/bin/python"\n',
+    '"API_TOKEN=hunter2" = "x"\n'])
+def test_a_secret_in_a_config_value_is_never_shown(project: Path, line: str) -> None:
+    (project / "ascendpatch.toml").write_text(line)
+    with chdir(project):
+        done = run_cli("--json", "status")
+    assert done.code == 2
+    assert "hunter2" not in done.out + done.err
+    assert "ascendpatch.toml" in json.loads(done.out)["error"]["message"]
+
+
 # -- another user's folder or file: never read (root on a shared host) ----------------------
 
 def _nobody_writes(path: Path, text: str) -> None:

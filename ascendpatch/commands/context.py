@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ascendpatch import redact
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import shown
 from ascendpatch.results import Hint, Phrase
@@ -149,7 +150,7 @@ def choose_target(args: Namespace) -> Choice:
         path = found.resolved(key) if found is not None else None
         if found is not None and path is not None:
             if not os.path.lexists(path):
-                raise InvalidInputError(f"{found.where(key)}: {path} does not exist",
+                raise InvalidInputError(redact.text(f"{found.where(key)}: {path} does not exist"),
                                         fix=f"edit or remove that line, or pass --{key}")
             return Choice(path, shown(found.path), key)
     return Choice(None, "discovery")
@@ -237,7 +238,9 @@ def manifest_from_args(args: Namespace) -> Manifest:
         except InvalidInputError as exc:
             found = _config(args)
             where = found.where("manifest") if found is not None else choice.origin
-            raise InvalidInputError(f"{where}: {exc.message}",
+            named = found is not None and found.manifest() == found.get("manifest")
+            said = exc.message if named else "no such manifest file"  # where() shows the path
+            raise InvalidInputError(redact.text(f"{where}: {said}"),
                                     fix="edit or remove that line, or pass --manifest") \
                 from None
     manifest = loader.load(name)
