@@ -90,11 +90,15 @@ class ArtifactSite:
     source: Path | None
     env: dict[str, str] = field(default_factory=dict)
 
+    @cached_property
+    def _tree(self) -> Root:
+        """The tree, its real location resolved once for every file of the artifact."""
+        return Root(self.root)
+
     def path(self, rel: str) -> Path:
         origin = f"artifact {self.artifact.id}"
-        root = Root(self.root)
-        path = root.join(rel, origin=origin)
-        if STATE_DIR in PurePosixPath(rel).parts or STATE_DIR in (root.inside(path) or ()):
+        path, parts = self._tree.locate(rel, origin=origin)
+        if STATE_DIR in PurePosixPath(rel).parts or STATE_DIR in parts:
             raise UnsafePathError(f"{origin}: path {rel!r} is inside ascendpatch's own state "
                                   f"folder {STATE_DIR}/; a patch may not change it")
         return path

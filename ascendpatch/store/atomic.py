@@ -1,5 +1,11 @@
 """Atomic file replacement: temp file in the same folder, fsync, os.replace, fsync the folder.
 
+Inside :func:`deferred_sync` (a transaction's batch of backups, or of replacements) those
+fsyncs wait for the end of the batch, which issues them all at once from a few threads: the
+file system commits concurrent fsyncs together, where 700 in a row (a 226-file catalog) cost
+seconds of waiting. The caller's ordering stays: nothing after the batch starts before every
+file and folder of it is on disk.
+
 Temp files get unpredictable names and are created with ``O_EXCL | O_NOFOLLOW`` (``mkstemp``):
 a symlink or file planted where a temp file will go is never followed or truncated. A temp
 name is never derived from the file's own name: it has a fixed length (33 bytes), so a file
@@ -12,7 +18,7 @@ import contextlib
 import errno
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -30,6 +36,75 @@ def temp_name() -> str:
 
 # Every temp file in a folder (the name does not say which file a temp file was for).
 TEMP_GLOB = f".*{TEMP_SUFFIX}"
+
+_SYNC_THREADS = 16
+# The batch of deferred_sync, while one is open: folder -> names of files written in it.
+_pending: dict[str, set[str]] | None = None
+
+
+@contextlib.contextmanager
+def deferred_sync() -> Iterator[None]:
+    """Writes and removals inside skip their fsyncs; leaving (without an exception) fsyncs
+    every file written and every folder changed, concurrently, and returns once all are on
+    disk (an OSError of any is raised). After an exception nothing is synced: the caller
+    rolls back, and its own writes sync as usual."""
+    global _pending
+    if _pending is not None:  # nested: the outer batch syncs
+        yield
+        return
+    batch: dict[str, set[str]] = {}
+    _pending = batch
+    try:
+        yield
+    finally:
+        _pending = None
+    sync_all(batch.items())
+
+
+def sync_all(batch: Iterable[tuple[str, set[str]]]) -> None:
+    """fsync each file (by name in its folder, never through a link) and each folder."""
+    jobs = [(folder, name) for folder, names in batch for name in (*names, None)]
+    if not jobs:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(_SYNC_THREADS, len(jobs))) as pool:
+        errors = [e for e in pool.map(_sync_one, jobs) if e is not None]
+    if errors:
+        raise errors[0]
+
+
+def _sync_one(job: tuple[str, str | None]) -> OSError | None:
+    folder, name = job
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if name is not None:  # a file: opened read-only in its folder, never followed
+            dfd, fd = fd, -1
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                             dir_fd=dfd)
+            finally:
+                os.close(dfd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        return None  # gone since (a later change of the batch removed it): nothing to sync
+    except OSError as exc:
+        exc.filename = exc.filename or f"{folder}/{name or ''}".rstrip("/")
+        return exc
+    return None
+
+
+def _synced(fd: int, folder: Path, name: str | None) -> None:
+    """fsync ``fd`` now, or leave it to the open batch (``name``: a file; None: a folder)."""
+    if _pending is None:
+        os.fsync(fd)
+        return
+    names = _pending.setdefault(str(folder), set())
+    if name is not None:
+        names.add(name)
 
 
 @contextlib.contextmanager
@@ -78,8 +153,7 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
             except FileNotFoundError:
                 mode = 0o644
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        with _replacing(dfd, path.name, lambda tmp: os.open(tmp, flags, 0o600, dir_fd=dfd)) \
-                as fd:
+        with _replacing(dfd, path, lambda tmp: os.open(tmp, flags, 0o600, dir_fd=dfd)) as fd:
             try:
                 view = memoryview(data)
                 while view:
@@ -88,7 +162,8 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
                 if owner is not None:
                     os.fchown(fd, *owner)
                 os.fchmod(fd, mode)
-                os.fsync(fd)
+                if _pending is None:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
     finally:
@@ -96,12 +171,15 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
 
 
 @contextlib.contextmanager
-def _replacing(dfd: int, name: str, create: Callable[[str], _T]) -> Iterator[_T]:
+def _replacing(dfd: int, path: Path, create: Callable[[str], _T], *, link: bool = False) \
+        -> Iterator[_T]:
     """A temp entry beside ``name`` in the folder ``dfd``, under an unpredictable name, made by
     ``create(temp name)``, which must fail with FileExistsError when the name is taken (and so
     never follow or reuse what is there); the with-body finishes it; then it replaces ``name``
     (os.replace) and the folder is fsynced. When anything fails the temp entry is removed: a
-    failure (a full disk) leaves no debris."""
+    failure (a full disk) leaves no debris. ``link``: the entry is a symlink (no data of its
+    own to sync)."""
+    name = path.name
     while True:
         tmp = temp_name()
         try:
@@ -116,7 +194,7 @@ def _replacing(dfd: int, name: str, create: Callable[[str], _T]) -> Iterator[_T]
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dfd)
         raise
-    os.fsync(dfd)
+    _synced(dfd, path.parent, None if link else name)
 
 
 def remove(path: Path, *, root: Path | None = None) -> None:
@@ -132,7 +210,7 @@ def _remove(path: Path, root: Path | None) -> None:
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path.name, dir_fd=dfd)
-            os.fsync(dfd)
+            _synced(dfd, path.parent, None)
     finally:
         os.close(dfd)
 
@@ -195,7 +273,7 @@ def _symlink_atomic(path: Path, target: str, root: Path | None) -> None:
     dfd = open_dir(path.parent, root)
     try:
         # os.symlink fails (never follows) when the name exists
-        with _replacing(dfd, path.name, lambda tmp: os.symlink(target, tmp, dir_fd=dfd)):
+        with _replacing(dfd, path, lambda tmp: os.symlink(target, tmp, dir_fd=dfd), link=True):
             pass  # a link is complete once made
     finally:
         os.close(dfd)

@@ -115,10 +115,11 @@ class Transaction:
             entries = [self._entry_of(c) for c in changes]
             for entry in entries:  # the guard recovery applies, now: a journal this run
                 self._entry(entry, f"change of {entry['path']}")  # writes, it can read back
-            for change in changes:  # as private as the original (mode, owner)
-                self.backups.store(change.before, like=change.path)
-            for data in keep:
-                self.backups.store(data)
+            with atomic.deferred_sync():  # every backup on disk before the journal
+                for change in changes:  # as private as the original (mode, owner)
+                    self.backups.store(change.before, like=change.path)
+                for data in keep:
+                    self.backups.store(data)
             crash.point()
             atomic.write_atomic(self.path, json.dumps(
                 {"format": JOURNAL_FORMAT, "ledger_before": ledger_before,
@@ -134,8 +135,9 @@ class Transaction:
             -> None:
         try:
             crash.point()
-            for change in changes:
-                self._replace(change)
+            with atomic.deferred_sync():  # every file on disk before the ledger and the commit
+                for change in changes:
+                    self._replace(change)
             new_ledger = update(self.load_ledger())
             atomic.write_atomic(self.ledger, ledger_json(new_ledger), root=self.root)
             crash.point()

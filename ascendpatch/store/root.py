@@ -28,25 +28,36 @@ class Root:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._real: Path | None = None
 
     def __repr__(self) -> str:
         return f"Root({str(self.path)!r})"
 
     @property
     def real(self) -> Path:
-        """Where the tree really is (a link to the tree is fine: only links *in* it count)."""
-        return Path(os.path.realpath(self.path))
+        """Where the tree really is (a link to the tree is fine: only links *in* it count).
+        Resolved once per Root: a run's guards and writes then all measure against the same
+        tree (a catalog's apply asked this ~4,000 times, each a walk of lstat calls)."""
+        if self._real is None:
+            self._real = Path(os.path.realpath(self.path))
+        return self._real
 
     def join(self, rel: str, *, origin: str) -> Path:
         """``rel`` under the tree; refused when its form is not a plain relative path or it
         (or a symlink on the way) leads outside. ``origin`` names who asked, for the message."""
+        return self.locate(rel, origin=origin)[0]
+
+    def locate(self, rel: str, *, origin: str) -> tuple[Path, tuple[str, ...]]:
+        """:meth:`join`, with the parts of where the path really lies below the tree (what
+        :meth:`inside` says of it: links resolved once for both)."""
         pure = check_relative(rel, origin=origin)
         candidate = self.path.joinpath(*pure.parts)
-        if self.inside(candidate) is None:
+        parts = self.inside(candidate)
+        if parts is None:
             raise UnsafePathError(
                 f"{origin}: path {rel!r} resolves to {_real(candidate)}, outside the target "
                 f"{self.real} (a symlink leads out of the tree)")
-        return candidate
+        return candidate, parts
 
     def inside(self, path: Path) -> tuple[str, ...] | None:
         """The parts of where ``path`` really lies (every link resolved) below the tree; ``()``
