@@ -20,13 +20,16 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ascendpatch import catalog, progress
 from ascendpatch.errors import AscendpatchError
 from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.store import atomic
+
+if TYPE_CHECKING:
+    import tempfile
 
 FIX = "chown/chmod it, or point ASCENDPATCH_CACHE at a folder of your own"
 
@@ -103,6 +106,8 @@ def folder(*parts: str, only_source: bool = False) -> Path:
     if usable(path):
         return path
     if path not in _stand_ins:  # removed when the process ends
+        import tempfile  # (only here: random and its kin are not every start-up's)
+
         _stand_ins[path] = tempfile.TemporaryDirectory(prefix="ascendpatch-cache-")
     return Path(_stand_ins[path].name)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -319,6 +321,34 @@ def test_python_target_starts_its_interpreter_before_waiting_for_it(venv_python:
     assert by_python.code == by_site.code == 1
     assert [r["id"] for r in by_python.json["results"]] == ["file:demo/mod.py"]
     assert by_python.json["results"] == by_site.json["results"]
+
+
+def test_a_repeat_audit_imports_only_what_a_stat_walk_needs(tmp_path: Path) -> None:
+    """A repeat audit of an unchanged --python target answers from its caches: it imports no
+    packaging, yaml or rich (the manifest is read only when a file differs), and nothing a
+    subprocess, a temp folder, a quoted RECORD row or METADATA would need (its start-up is
+    most of what it costs: bench/run.py, issue 27 item 3)."""
+    from tests.kit.wheels import make_venv, site_packages
+
+    python = make_venv(tmp_path / "venv")
+    site = site_packages(python)
+    make_dist(site, "demo", "1.0", {"demo/__init__.py": "", "demo/mod.py": "a = 1\n"})
+    env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
+    code = ("import sys\nfrom ascendpatch.shell.cli import main\n"
+            f"code = main(['--python', {str(python)!r}, 'audit'])\n"
+            "print(code, ' '.join(sorted(sys.modules)))")
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, check=True, env=env)
+    assert first.stdout.split("\n")[-2].startswith("0 "), first.stdout + first.stderr
+    past_racy_window(site / "demo" / "mod.py")
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, check=True, env=env)
+    status, *modules = again.stdout.split("\n")[-2].split()
+    assert status == "0" and "(0 hashed)" in again.stdout, again.stdout + again.stderr
+    assert "ascendpatch.inspect.audit.run" in modules
+    heavy = ("packaging", "yaml", "rich", "ascendpatch.manifest", "ascendpatch.pipeline.engine",
+             "importlib.metadata", "email", "subprocess", "tempfile", "random", "csv")
+    assert not [m for m in modules if m.startswith(heavy)], modules
 
 
 # The summary of a full audit as the stat cache (format 3) has held it since 89ee836.

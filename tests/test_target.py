@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ascendpatch.env import discover, target
 from ascendpatch.errors import TargetError
@@ -200,3 +202,14 @@ def test_unchanged_target_runs_nothing_in_the_interpreter(
     shutil.rmtree(first.root / "latecomer")
     (first.root / "extra.pth").unlink()
     assert target.from_python(wrapper).get("latecomer") is None and runs() == 4
+
+
+@given(st.text(st.sampled_from("aZ09-_.~ ÄßΣ"), max_size=20) | st.text(max_size=20))
+@settings(max_examples=300, deadline=1000)
+def test_canonical_name_is_packagings(name: str) -> None:
+    """target.canonical_name (kept off packaging at start-up) is packaging's PEP 503 name."""
+    from packaging.utils import canonicalize_name
+
+    from ascendpatch.env.target import canonical_name
+
+    assert canonical_name(name) == canonicalize_name(name)

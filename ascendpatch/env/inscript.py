@@ -15,10 +15,12 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 PREAMBLE = (
     "import os as _ap_os, sys as _ap_sys\n"
@@ -61,6 +63,8 @@ class Running:
 
     def __init__(self, python: Path, script: str, args: Sequence[str] = (),
                  env: Mapping[str, str] | None = None) -> None:
+        import subprocess  # (here: a repeat audit answers from caches and starts nothing)
+
         self.python = python
         try:
             self.proc = subprocess.Popen(
@@ -76,6 +80,8 @@ class Running:
         """The JSON object the script printed last. On timeout (or ^C) the whole group is
         killed, so nothing the interpreter spawned is left behind (and no grandchild keeps our
         pipes open)."""
+        import subprocess
+
         with self.proc as proc:
             try:
                 out, err = proc.communicate(timeout=timeout)

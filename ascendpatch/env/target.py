@@ -7,7 +7,6 @@ directly with ``importlib.metadata`` and needs no interpreter at all.
 
 from __future__ import annotations
 
-import csv
 import os
 import stat
 from collections.abc import Callable, Iterable
@@ -15,8 +14,6 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
-
-from packaging.utils import canonicalize_name
 
 from ascendpatch.env import inscript
 from ascendpatch.errors import TargetError
@@ -87,6 +84,8 @@ def record_problem(metadata_dir: Path | str) -> str | None:
 
 
 def _quoted(line: str) -> list[str]:
+    import csv  # only a quoted row (a path with a comma) needs it
+
     try:
         return next(csv.reader([line]), [])
     except csv.Error:  # (a NUL, say)
@@ -196,7 +195,7 @@ class Target:
         return self.site_packages[0]
 
     def get(self, name: str) -> Distribution | None:
-        return self.distributions.get(canonicalize_name(name))
+        return self.distributions.get(canonical_name(name))
 
     def describe(self) -> str:
         if self.python is not None:
@@ -204,8 +203,19 @@ class Target:
         return f"site-packages {self.root}"
 
 
+def canonical_name(name: str) -> str:
+    """A distribution's PEP 503 name: ``re.sub(r"[-_.]+", "-", name).lower()``, as
+    ``packaging.utils.canonicalize_name`` computes it (tests/test_target.py compares them).
+    Not packaging's own here: ``packaging.utils`` imports ``packaging.tags`` (platform,
+    subprocess, logging, sysconfig), 12 ms of every audit's start-up, for one line."""
+    value = name.lower().replace("_", "-").replace(".", "-")
+    while "--" in value:
+        value = value.replace("--", "-")
+    return value
+
+
 def _distribution(name: str, version: str, path: str) -> Distribution:
-    return Distribution(canonicalize_name(name), name, version, Path(path))
+    return Distribution(canonical_name(name), name, version, Path(path))
 
 
 def _index(dists: Iterable[Distribution]) -> dict[str, Distribution]:

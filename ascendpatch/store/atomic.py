@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -31,6 +30,8 @@ _T = TypeVar("_T")
 
 def temp_name() -> str:
     """A fresh, unpredictable temp name of fixed length, whatever the file is called."""
+    import secrets  # (here: random and its kin load only when something is written)
+
     return f".{secrets.token_hex(8)}{TEMP_SUFFIX}"
 
 
