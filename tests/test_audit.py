@@ -351,6 +351,29 @@ def test_a_repeat_audit_imports_only_what_a_stat_walk_needs(tmp_path: Path) -> N
     assert not [m for m in modules if m.startswith(heavy)], modules
 
 
+def test_the_hash_pool_times_its_phases_only_when_asked(env: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    """With ASCENDPATCH_AUDIT_PHASES set (bench/run.py's breakdown), a cold audit's --json
+    timings carry the hashing threads' open / fstat / read+hash / close seconds and counts and
+    their idle time; unset, nothing is timed and there are none."""
+    def cold(**extra: str) -> dict[str, Any]:
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "ascendpatch", "--site-packages", str(env["site"]),
+             "--json", "audit", "--workers", "2"], capture_output=True, text=True, timeout=120,
+            check=False, env={**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache"),
+                              **extra})
+        doc: dict[str, Any] = json.loads(done.stdout)
+        return doc
+
+    timed = cold(ASCENDPATCH_AUDIT_PHASES="1")
+    phases = timed["timings"]["phases"]
+    assert phases["open calls"] == phases["fstat calls"] == timed["files_hashed"] > 0
+    assert phases["read+hash small calls"] == timed["files_hashed"]
+    assert {"open", "fstat", "close", "read+hash small", "span", "idle"} <= set(phases)
+    assert cold()["timings"]["phases"] == {}
+
+
 # The summary of a full audit as the stat cache (format 3) has held it since 89ee836.
 SUMMARY_89EE836 = {"records": "ab" * 32, "missing": [["demo/gone.py", "demo", "1.0"]],
                    "differ": [["demo/mod.py", "S.5", "demo", "1.0"]],

@@ -15,9 +15,67 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from queue import SimpleQueue
+from typing import TypeVar
 
 from ascendpatch.hashing import CHUNK, read_digest, record_form
+
+_T = TypeVar("_T")
+# Set (to anything): each hashing thread also times its system calls and hashing, and the
+# audit's timings carry the totals as ``phases`` (bench/run.py prints where a cold audit's
+# time goes). Unset, the calls below are the plain functions: nothing is timed.
+PHASES_ENV = "ASCENDPATCH_AUDIT_PHASES"
+_local = threading.local()
+_tables: list[dict[str, float]] = []  # one per thread that timed something
+
+
+def _table() -> dict[str, float]:
+    table: dict[str, float] | None = getattr(_local, "table", None)
+    if table is None:
+        table = _local.table = {}
+        _tables.append(table)  # (atomic: threads share the list without a lock)
+    return table
+
+
+def _timed(phase: str, call: Callable[..., _T]) -> Callable[..., _T]:
+    if not os.environ.get(PHASES_ENV):
+        return call
+
+    def timed(*args: object) -> _T:
+        begin = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            table = _table()
+            table[phase] = table.get(phase, 0.0) + time.perf_counter() - begin
+            table[f"{phase} calls"] = table.get(f"{phase} calls", 0) + 1
+    return timed
+
+
+def phases() -> dict[str, float]:
+    """The timed phases (seconds, and counts), summed over threads, since the last call;
+    empty unless PHASES_ENV is set. ``span``: the threads' time from their start to their
+    last file; ``idle``: the part of it spent in none of the phases (waiting for work, the
+    GIL or a core: the pool's hand-off)."""
+    totals: dict[str, float] = {}
+    for table in _tables:
+        for phase, value in table.items():
+            totals[phase] = totals.get(phase, 0.0) + value
+    _tables.clear()
+    _local.__dict__.clear()
+    if totals:
+        busy = sum(v for k, v in totals.items() if not k.endswith(" calls") and k != "span")
+        totals["idle"] = totals.get("span", 0.0) - busy
+    return totals
+
+
+_open = _timed("open", os.open)
+_fstat = _timed("fstat", os.fstat)
+_close = _timed("close", os.close)
+_small_digest = _timed("read+hash small", read_digest)
+_big_read = _timed("read+hash big", read_digest)
+_spanned = bool(os.environ.get(PHASES_ENV))
 
 _SWITCH_INTERVAL = 0.001  # while hashing threads run (Python's default is 5 ms)
 _BATCH_BYTES = 4 << 20  # small files go to the threads in batches of this many bytes ...
@@ -38,21 +96,21 @@ def hash_one(item: HashJob, buffer: bytearray) -> Hashed:
     read, hash, close. ``buffer`` is the thread's, allocated for its first big file."""
     key, path, _size = item
     try:
-        fd = os.open(path, _OPEN)
+        fd = _open(path, _OPEN)
     except (FileNotFoundError, NotADirectoryError):
         return key, GONE, None, None
     except OSError as exc:
         return key, _unreadable(exc), None, None
     try:
-        st = os.fstat(fd)
+        st = _fstat(fd)
         if st.st_size < CHUNK:
-            digest, clocks = record_form(read_digest(fd, st.st_size)), None
+            digest, clocks = record_form(_small_digest(fd, st.st_size)), None
         else:
             digest, clocks = _big_digest(fd, st.st_size, buffer)
     except OSError as exc:
         return key, _unreadable(exc), None, None
     finally:
-        os.close(fd)
+        _close(fd)
     return key, digest, st, clocks
 
 
@@ -62,7 +120,7 @@ def _big_digest(fd: int, size: int, buffer: bytearray) -> tuple[str, Clocks]:
     if not buffer:
         buffer.extend(bytes(CHUNK))  # in place: the thread keeps it for its next big file
     start, cpu = time.perf_counter(), time.thread_time()
-    digest = record_form(read_digest(fd, size, buffer))
+    digest = record_form(_big_read(fd, size, buffer))
     return digest, (start, time.perf_counter() - start, time.thread_time() - cpu)
 
 
@@ -82,12 +140,20 @@ def _drain_small(lane: deque[HashBatch], buffer: bytearray, done: Done) -> None:
 def _hash_worker(big: SimpleQueue[HashJob | None], small: deque[HashBatch]) -> Done:
     """A background thread: the big lane (largest first) until its stop sentinel, then help
     with the small files."""
+    begin = time.perf_counter()
     buffer = bytearray()
     done: Done = []
     while (item := big.get()) is not None:
         done.append(hash_one(item, buffer))
     _drain_small(small, buffer, done)
+    _span(begin)
     return done
+
+
+def _span(begin: float) -> None:
+    if _spanned:
+        table = _table()
+        table["span"] = table.get("span", 0.0) + time.perf_counter() - begin
 
 
 class Hasher:
@@ -150,11 +216,13 @@ class Hasher:
         lane, then waits for the threads."""
         if not self.threads:
             return []
+        begin = time.perf_counter()
         done: Done = []
         buffer = bytearray()
         _drain_small(self.small, buffer, done)
         while (item := self.big.get()) is not None:
             done.append(hash_one(item, buffer))
+        _span(begin)
         for thread in self.threads:
             thread.join()
         sys.setswitchinterval(self.interval)

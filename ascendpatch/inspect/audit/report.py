@@ -33,9 +33,14 @@ class Timings:
     largest_start: float = 0.0  # when that hash started, after audit() (or the hashing) began
     orphans: float = 0.0
     total: float = 0.0
+    # with hashpool.PHASES_ENV set: the hashing threads' open / fstat / read+hash / close and
+    # idle seconds (and call counts), summed over threads
+    phases: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in vars(self).items()}
+        return {k: (round(v, 4) if isinstance(v, float) else
+                    {p: round(t, 4) for p, t in v.items()} if isinstance(v, dict) else v)
+                for k, v in vars(self).items()}
 
 
 @dataclass

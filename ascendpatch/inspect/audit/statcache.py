@@ -28,6 +28,7 @@ from typing import Any
 
 from ascendpatch import cachedir, progress
 from ascendpatch.hashing import record_to_hex
+from ascendpatch.inspect.audit import hashpool
 from ascendpatch.inspect.audit.hashpool import GONE, Done, Hasher
 from ascendpatch.inspect.audit.report import Timings
 
@@ -270,6 +271,7 @@ def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache
     out.hashed = hasher.count - _collect(hashed, cache, out, start)
     if hasher.count:
         out.timings.hash_wall = clock() - hasher.started
+    out.timings.phases = hashpool.phases()
     return out
 
 
