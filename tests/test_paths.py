@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.paths import FileTooLargeError, NotRegularFileError, open_regular, read_regular
 
 
 def test_a_regular_file_is_opened_for_blocking_reads(tmp_path: Path) -> None:
@@ -55,3 +55,24 @@ def test_a_refusal_leaves_no_descriptor_open(tmp_path: Path) -> None:
         with pytest.raises(NotRegularFileError):
             open_regular(tmp_path / "fifo")
     assert len(list(Path("/proc/self/fd").iterdir())) == before
+
+
+def test_a_small_file_read_under_a_large_bound_costs_its_own_size(tmp_path: Path) -> None:
+    """read_regular reads what fstat reports (+1), not the bound: a 64 MiB bound allocated
+    64 MiB for each of an audit's 300 small RECORD files. A file whose size the kernel does not
+    report (procfs) is still read whole, and one over the bound still refused."""
+    import tracemalloc
+
+    small = tmp_path / "RECORD"
+    small.write_bytes(b"a,sha256=x,1\n" * 10)
+    tracemalloc.start()
+    try:
+        assert read_regular(small, 64 << 20) == small.read_bytes()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    status = read_regular("/proc/self/status", 1 << 20)
+    assert status.startswith(b"Name:") and b"nonvoluntary_ctxt_switches" in status  # (its end)
+    with pytest.raises(FileTooLargeError):
+        read_regular(small, 100)
