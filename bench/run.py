@@ -56,16 +56,28 @@ class Sample:
     rss_kb: int  # peak resident set of the largest process, max over the runs
 
 
+# GNU time reports the peak RSS of the command it forks. wait4's own figure cannot be used: a
+# child's ru_maxrss starts at its parent's peak (Linux keeps the forked memory's high-water
+# mark across exec), so every child of a bench process that had grown to 175 MiB (the patch
+# corpus) "peaked" at 175 MiB.
+GNU_TIME = "/usr/bin/time" if Path("/usr/bin/time").is_file() else None
+
+
 def _run(cmd: Sequence[str], env: dict[str, str] | None) -> tuple[float, float, int]:
-    """Wall time; CPU (user + sys) and peak RSS from wait4, which count every descendant the
-    process waited for (a shell pipeline's children too)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env)
-    _pid, _status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = 0  # reaped by wait4
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    """Wall time; CPU (user + sys) from wait4, which counts every descendant the process
+    waited for (a shell pipeline's children too); peak RSS (KiB) from GNU time when there is
+    one (else wait4's, an upper bound)."""
+    with tempfile.NamedTemporaryFile(prefix="ascendpatch-bench-rss-") as rss:
+        wrap = [GNU_TIME, "-f", "%M", "-o", rss.name] if GNU_TIME else []
+        start = time.perf_counter()
+        proc = subprocess.Popen([*wrap, *cmd], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env)
+        _pid, _status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = 0  # reaped by wait4
+        text = Path(rss.name).read_text().split()
+    peak = int(text[-1]) if GNU_TIME and text and text[-1].isdigit() else usage.ru_maxrss
+    return wall, usage.ru_utime + usage.ru_stime, peak
 
 
 def timed(cmd: Sequence[str], before: Sequence[str] | None = None, repeat: int = 5,
