@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from run import timed
-
 # One core's SHA-256 of the files a listing names (NUL-separated), as the audit hashes them (a
 # 1 MiB buffer, OpenSSL), timed inside the process: the hashing alone, no start-up.
 HASH_ALONE = """\
@@ -82,6 +80,8 @@ def hash_alone(listing: Path, repeat: int) -> tuple[float, float]:
 
 
 def bound(scratch: Path, listing: Path, repeat: int) -> tuple[Bound, Path]:
+    from run import timed  # (run imports this module)
+
     names = listing.read_bytes().split(b"\0")[:-1]
     largest = max(names, key=lambda n: Path(os.fsdecode(n)).stat().st_size)
     one, rest = scratch / "largest", scratch / "rest"
