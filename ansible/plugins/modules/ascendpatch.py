@@ -22,6 +22,10 @@ description:
   - In check mode C(apply) runs C(ascendpatch plan), C(revert) runs C(ascendpatch status) and
     C(install) runs C(ascendpatch install --dry-run); nothing is written. C(snapshot) is
     skipped in check mode.
+  - In check mode C(verify) still runs for real (it only reads). With I(after_apply), the
+    artifacts that the C(apply) before it would apply (C(ascendpatch plan) says C(pending))
+    are reported as C(pending), not failed, so that C(--check) previews a whole rollout
+    instead of stopping at its first node.
   - In diff mode C(apply) returns the unified diff of what it changes (or would change).
 options:
   command:
@@ -65,6 +69,15 @@ options:
     type: path
   no_probes:
     description: For C(verify), skip the operator probes.
+    type: bool
+    default: false
+  after_apply:
+    description:
+      - For C(verify) in check mode, this task follows an C(apply) that only planned (as in
+        the rollout), so an artifact that C(ascendpatch plan) would apply is C(pending), not a
+        failure, and so is a failure whose fix is to apply such an artifact (the probe of the
+        operator a patch guards). Every other failure still fails the task.
+      - No effect outside check mode.
     type: bool
     default: false
   lock_timeout:
@@ -136,6 +149,12 @@ snapshot:
   description: The path of the snapshot written on the node.
   returned: for snapshot
   type: str
+pending:
+  description: Artifacts verify found not applied that the rollout's apply would apply.
+  returned: for verify in check mode with after_apply
+  type: list
+  elements: str
+  sample: [sampler-topk-topp-fallback]
 """
 
 import json
@@ -266,6 +285,50 @@ def apply_diff(doc):
     return {"prepared": "".join(parts)} if parts else None
 
 
+def failures(doc):
+    return [r for r in doc.get("results", []) if r.get("level") == "FAIL"]
+
+
+def pending_ids(module, exe):
+    """The artifacts ``plan`` would apply (status "pending", since the results contract
+    has a status of its own for "a change the real run would make")."""
+    planned = run_tool(module, [*base_args(module, exe), "plan", *with_args(module)])[1]
+    if planned is None or planned.get("error"):
+        return set()
+    return {r.get("id") for r in planned.get("results", []) if r.get("status") == "pending"}
+
+
+def applied_by(item):
+    """The artifacts whose apply fixes this verify failure: its own (``artifact:ID``), or those
+    its fix names (a probe's "fix: ascendpatch ... apply ID" for the operator the patch
+    guards)."""
+    rid = item.get("id", "")
+    if rid.startswith("artifact:"):
+        return [rid.split(":", 1)[1]]
+    words = (item.get("fix") or "").split()
+    if "apply" not in words:
+        return []
+    after = words[len(words) - words[::-1].index("apply"):]
+    return [w for w in after if not w.startswith("-")]
+
+
+def verify_in_check_mode(module, exe, args):
+    """verify after an apply that only planned: what that apply would fix is pending. The
+    task passes when every failure is fixed by such an artifact; anything else fails it."""
+    rc, doc, err = run_tool(module, args)
+    result = dict(exit_code=rc, cmd=args, result=doc, stderr=err)
+    if rc != 1 or doc is None or doc.get("error"):
+        return rc, result
+    would = pending_ids(module, exe)
+    fixes = [applied_by(r) for r in failures(doc)]
+    if fixes and all(ids and set(ids) <= would for ids in fixes):
+        pending = sorted({aid for ids in fixes for aid in ids})
+        result.update(pending=pending, msg="check mode: not applied yet; the rollout's apply "
+                                            "would apply %s" % ", ".join(pending))
+        return 0, result
+    return rc, result
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -280,6 +343,7 @@ def main():
             baseline=dict(type="path"),
             wheelhouse=dict(type="path"),
             no_probes=dict(type="bool", default=False),
+            after_apply=dict(type="bool", default=False),
             lock_timeout=dict(type="float", default=300),
             executable=dict(type="path"),
         ),
@@ -305,13 +369,16 @@ def main():
         planned = run_tool(module, plan_args)[1]
         diff = apply_diff(planned) if planned else None
     args = base_args(module, exe) + command_args(module, check)
-    rc, doc, err = run_tool(module, args)
+    if name == "verify" and check and module.params["after_apply"]:
+        rc, result = verify_in_check_mode(module, exe, args)
+        doc = result["result"]
+    else:
+        rc, doc, err = run_tool(module, args)
+        result = dict(exit_code=rc, cmd=args, result=doc, stderr=err)
     # check mode stand-ins (plan, status, install --dry-run) exit 1 when something is pending:
     # that is a change to report, not a failure, as long as no result failed
     pending = (check and name in ("apply", "revert", "install") and rc == 1
-               and doc is not None and not doc.get("error")
-               and not any(r.get("level") == "FAIL" for r in doc.get("results", [])))
-    result = dict(exit_code=rc, cmd=args, result=doc, stderr=err)
+               and doc is not None and not doc.get("error") and not failures(doc))
     if rc != 0 and not pending:
         module.fail_json(msg=message_of(doc, err, rc), rc=rc, **result)
     if name == "apply" and check:
