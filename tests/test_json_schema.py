@@ -134,7 +134,9 @@ def test_manifests_gives_ids_pins_and_optional_artifacts_as_fields() -> None:
     muse = by_id["muse-glimmer-w8a8"]
     assert muse["pins"]["vllm-ascend"] == "==0.22.1rc2"
     assert "smoothquant" in muse["optional"]
-    assert {"id": "smoothquant", "kind": "dropin", "enabled": False} in muse["artifacts"]
+    assert {"id": "smoothquant", "kind": "dropin", "enabled": False,
+            "title": "SmoothQuant W8A8 drop-in", "distribution": "vllm-ascend",
+            "files": ["vllm_ascend/quantization/methods/w8a8_dynamic.py"]} in muse["artifacts"]
 
 
 def test_status_lists_optional_artifacts(world: dict[str, Path]) -> None:

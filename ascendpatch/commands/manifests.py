@@ -6,7 +6,7 @@ from argparse import Namespace
 
 from ascendpatch.errors import ManifestError
 from ascendpatch.manifest import loader
-from ascendpatch.manifest.model import Manifest
+from ascendpatch.manifest.model import Artifact, Manifest
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.shell import cliargs
 
@@ -36,10 +36,17 @@ def _fields(manifest: Manifest) -> dict[str, object]:
         "description": manifest.description,
         "pins": {p.name: str(p.specifier) for p in manifest.stack.packages},
         "protected": list(manifest.protected),
-        "artifacts": [{"id": a.id, "kind": a.kind, "enabled": a.enabled}
-                      for a in manifest.artifacts],
+        "artifacts": [_artifact(a) for a in manifest.artifacts],
         "optional": [a.id for a in manifest.artifacts if not a.enabled],
     }
+
+
+def _artifact(artifact: Artifact) -> dict[str, object]:
+    """One artifact's fields, with the files it may change in its distribution (any of its
+    variants'): what a fleet's check mode previews for a node that has no ascendpatch yet."""
+    files = sorted({t for variant in artifact.variants for t in variant.targets})
+    return {"id": artifact.id, "kind": artifact.kind, "enabled": artifact.enabled,
+            "title": artifact.title, "distribution": artifact.distribution, "files": files}
 
 
 def from_args(args: Namespace) -> CommandResult:
