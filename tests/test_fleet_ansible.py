@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from ascendpatch import __version__
 from tests.kit import REPO, browser, tree_digest, wheels
 from tests.kit.sshnode import SshNode, ssh_node
 
@@ -50,6 +51,7 @@ class Fleet:
     runs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
     digests: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     tool_after_check: list[str] = field(default_factory=list)
+    hosts_txt: dict[str, str | None] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
     def host_dir(self, host: str) -> Path:
@@ -90,6 +92,15 @@ def recap(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
     for host, counts in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", proc.stdout, re.M):
         out[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)}
     return out
+
+
+def _take(path: Path) -> str | None:
+    """The file's text, and the file gone (so the next run must write its own)."""
+    if not path.exists():
+        return None
+    text = path.read_text()
+    path.unlink()
+    return text
 
 
 def _closed_port() -> int:
@@ -168,11 +179,19 @@ def _fleet(root: Path, stack: contextlib.ExitStack) -> Iterator[Fleet]:
     f.digests["after-check"] = f.digest_all()
     f.tool_after_check = [h for h in HOSTS if f.host_dir(h).joinpath("tool").exists()]
     f.playbook("first", "rollout", *common)
-    f.playbook("second", "rollout", *common[:-4], "-e", "ascendpatch_serial=4", "-l", "nodes")
+    f.hosts_txt["first"] = _take(f.snapshots / "hosts.txt")
+    # host names, not a group (on 89ee836: "'dict' object has no attribute 'node-1'")
+    f.playbook("second", "rollout", *common[:-4], "-e", "ascendpatch_serial=4",
+               "-e", f"ascendpatch_hosts={','.join(HOSTS)}")
+    f.hosts_txt["second"] = _take(f.snapshots / "hosts.txt")
     n1 = (f"python={f.python('node-1')} "
           f"executable={f.host_dir('node-1') / 'tool/venv/bin/ascendpatch'}")
     f.adhoc("revert", "node-1", f"command=revert {n1}")
     f.digests["reverted"] = {"node-1": tree_digest(f.host_dir("node-1"))}
+    # node-1 pending again, the others converged: what a preview of the next rollout shows
+    f.digests["before-preview"] = f.digest_all()
+    f.playbook("preview", "rollout", *common, "--check", "--diff")
+    f.digests["after-preview"] = f.digest_all()
     f.adhoc("plan", "node-1", f"command=apply {n1}", "--check", "--diff")
     f.digests["planned"] = {"node-1": tree_digest(f.host_dir("node-1"))}
     f.adhoc("reapply", "node-1", f"command=apply {n1}", "--diff")
@@ -195,6 +214,57 @@ def test_check_mode_writes_nothing(fleet: Fleet) -> None:
         assert recap(run)[host]["changed"] > 0 and recap(run)[host]["failed"] == 0
     assert fleet.digests["after-check"] == fleet.digests["fresh"]
     assert fleet.tool_after_check == []  # not even an empty folder
+
+
+def test_check_mode_on_a_fresh_node_says_what_the_rollout_would_do(fleet: Fleet) -> None:
+    """No tool on the node, so its steps are skipped: the preview comes from the
+    controller's copy of the tool and the manifest (on 89ee836: nothing at all)."""
+    out = fleet.runs["check"].stdout
+    for host in HOSTS:
+        assert re.search(rf"check mode: ascendpatch is not installed on {host}: the rollout "
+                         rf"would install ascendpatch {re.escape(__version__)} from the "
+                         r"wheelhouse into "
+                         rf"{re.escape(str(fleet.host_dir(host)))}/tool/venv, then install the "
+                         r"pins of manifest default \(none\), apply \(where they fit the "
+                         r"target\) sampler-topk-topp-fallback, and verify\.", out), out[-4000:]
+    assert out.count("would apply sampler-topk-topp-fallback (sampler top_k/top_p fallback "
+                     "patch): vllm-ascend vllm_ascend/sample/sampler.py") == len(HOSTS)
+    assert "This preview is the controller's copy of manifest default" in out
+
+
+def test_check_mode_previews_the_whole_fleet_past_a_pending_canary(fleet: Fleet) -> None:
+    """node-1 (the first batch) has its patch reverted: apply only plans, verify finds the
+    patch missing. That is pending, not a failure (on 89ee836 it failed node-1 and
+    max_fail_percentage: 0 ended the preview there), and the diff is shown."""
+    run = fleet.runs["preview"]
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert run.stdout.count("PLAY [Roll ascendpatch out in batches") == 2
+    assert recap(run)["node-1"] == {**recap(run)["node-1"], "changed": 1, "failed": 0}
+    assert "+# ascendpatch: sampler-topk-topp-fallback" in run.stdout
+    assert "check mode: not applied yet; the rollout's apply would apply " \
+           "sampler-topk-topp-fallback" in run.stdout
+    assert fleet.digests["after-preview"] == fleet.digests["before-preview"]
+
+
+def test_check_mode_on_converged_nodes_changes_nothing(fleet: Fleet) -> None:
+    """Converged means changed=0, in check mode too (on 89ee836 the pip task said changed
+    on every node: pip's check mode does for any `state: latest`)."""
+    run = fleet.runs["preview"]
+    for host in HOSTS[1:]:
+        assert recap(run)[host]["changed"] == 0 and recap(run)[host]["failed"] == 0, \
+            run.stdout[-4000:]
+    assert not re.search(r"Install ascendpatch into its own venv.*?\n(changed|ok): ",
+                         run.stdout), run.stdout[-4000:]
+
+
+def test_limit_and_host_names_still_write_hosts_txt(fleet: Fleet) -> None:
+    """`--limit nodes` and `ascendpatch_hosts=node-1,...` (host names, not a group): hosts.txt
+    lists the hosts the run targeted (on 89ee836: none written under --limit, and a crash
+    on host names)."""
+    expected = "".join(f"{h}\n" for h in HOSTS)
+    assert fleet.hosts_txt == {"first": expected, "second": expected}
+    second = fleet.runs["second"]
+    assert second.returncode == 0 and "has no attribute" not in second.stdout + second.stderr
 
 
 def test_rollout_changes_on_the_first_run_and_nothing_on_the_second(fleet: Fleet) -> None:

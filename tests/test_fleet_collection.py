@@ -67,3 +67,29 @@ def test_audit_only_reads_the_nodes() -> None:
     assert commands == ["verify", "audit"]  # (and the snapshot, included before them)
     writes = {"ansible.builtin.copy", "ansible.builtin.pip", "ansible.builtin.file"}
     assert not [t for t in tasks if writes & set(t)]
+
+
+@pytest.mark.integration
+def test_ansible_doc_documents_the_roles_variables() -> None:
+    """On 89ee836 the role had no argument_specs: ansible-doc knew none of its variables."""
+    proc = subprocess.run([BIN / "ansible-doc", "-t", "role", "-r", COLLECTION / "roles",
+                           "ascendpatch", "--json"], capture_output=True, text=True,
+                          check=True, timeout=120)
+    entries = json.loads(proc.stdout)["ascendpatch"]["entry_points"]
+    main = entries["main"]["options"]
+    assert main["ascendpatch_wheelhouse"]["required"] is True
+    assert {"ascendpatch_python", "ascendpatch_prefix", "ascendpatch_manifest",
+            "ascendpatch_with", "ascendpatch_controller_executable"} <= set(main)
+    assert {"ascendpatch_python", "ascendpatch_snapshot_dir"} <= set(entries["audit"]["options"])
+
+
+def test_the_playbooks_variables_are_documented_and_take_host_patterns() -> None:
+    """`ascendpatch_hosts` is documented, and no playbook indexes `groups` with it (a host
+    name there crashed the run: "'dict' object has no attribute 'n1'")."""
+    readme = (COLLECTION / "README.md").read_text()
+    for name in ("ascendpatch_hosts", "ascendpatch_serial", "ascendpatch_snapshot_dir"):
+        assert f"| `{name}` |" in readme, name
+    for name in ("rollout.yml", "audit.yml"):
+        text = (COLLECTION / "playbooks" / name).read_text()
+        assert "groups[" not in text and "ansible_play_hosts_all" in text
+        assert all(play["hosts"] != "localhost" for play in _plays(name))
