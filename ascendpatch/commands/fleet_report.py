@@ -164,22 +164,29 @@ def run(paths: Sequence[Path], baseline: Path | None = None, hosts_file: Path | 
     rep = report(paths, baseline, hosts_file, stale_after)
     if prometheus is not None:
         promfile.write(prometheus, promfile.fleet_families(rep))
-    if output is not None:
-        from ascendpatch.inspect import fleethtml
-        from ascendpatch.store import atomic
-
-        # (every text in it is valid UTF-8 but a lone surrogate a node's JSON spelled out)
-        atomic.write_atomic(output, fleethtml.render(fleet.to_json(rep)).encode(
-            "utf-8", "backslashreplace"))
+    page = _page(rep, output) if output is not None else None
     summary = (f"fleet: {len(rep.rows)} host(s) against the {rep.baseline.source}: "
                f"{len(rep.drifted)} drifted, {len(rep.outliers)} outlier(s), "
                f"{len(rep.stale)} stale, {len(rep.missing)} missing"
-               + (f"; report written to {output}" if output else "")
+               + (f"; report written to {'stdout' if page else output}" if output else "")
                + (f"; metrics written to {prometheus}" if prometheus else ""))
     code = EXIT_OK if all(r.status is HostStatus.OK for r in rep.rows) else EXIT_PROBLEMS
     return CommandResult("fleet-report", tuple(_host_line(r) for r in rep.rows),
                          notes=rep.warnings, summary=summary, exit_code_override=code,
-                         body=FleetRows(rep))
+                         body=FleetRows(rep), payload=page)
+
+
+def _page(rep: FleetReport, output: Path) -> str | None:
+    """Write the HTML page to ``output``; ``-o -``: the page itself, for stdout."""
+    from ascendpatch.inspect import fleethtml
+    from ascendpatch.store import atomic
+
+    page = fleethtml.render(fleet.to_json(rep))
+    if str(output) == "-":
+        return page
+    # (every text in it is valid UTF-8 but a lone surrogate a node's JSON spelled out)
+    atomic.write_atomic(output, page.encode("utf-8", "backslashreplace"))
+    return None
 
 
 def from_args(args: Namespace) -> CommandResult:
@@ -203,8 +210,8 @@ def configure(p: ArgumentParser) -> None:
                    help="compare with this snapshot (default: the majority per package/patch)")
     p.add_argument("--hosts", type=cliargs.path, metavar="FILE",
                    help="every host expected, one per line: those without a snapshot are missing")
-    p.add_argument("-o", "--output", type=cliargs.path, metavar="report.html",
-                   help="also write a self-contained HTML page")
+    p.add_argument("-o", "--output", type=cliargs.output_file, metavar="report.html",
+                   help="also write a self-contained HTML page ('-' for stdout)")
     p.add_argument("--stale-after", type=_duration, default=STALE_AFTER, metavar="AGE",
                    help="a snapshot older than this (24h, 90m, 2d, seconds; 'never') makes its "
                         "host stale, never healthy (default 24h)")

@@ -18,28 +18,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.env import pipadapter, pipdiff, pipinstall, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, Source
+from ascendpatch.env.reqs import parse as parse_requirement
 from ascendpatch.env.target import Target
-from ascendpatch.errors import InvalidInputError
 from ascendpatch.inspect.checks.pins import pin_check
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.shell import cliargs
 
 
 def _parse(reqs: Sequence[str]) -> list[Requirement]:
-    parsed = []
-    for raw in reqs:
-        try:
-            parsed.append(Requirement(raw))
-        except InvalidRequirement as exc:
-            raise InvalidInputError(f"requirement {raw!r} is not valid PEP 508 ({exc})") from None
-    return parsed
+    return [parse_requirement(raw) for raw in reqs]
 
 
 def _satisfied(req: Requirement, target: Target) -> bool:

@@ -8,6 +8,30 @@ from collections.abc import Iterable, Iterator, Mapping
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ascendpatch.errors import InvalidInputError
+
+
+def parse(raw: str) -> Requirement:
+    """``raw`` as a PEP 508 requirement, or an InvalidInputError of one line saying where it
+    fails (packaging's own message spans three lines: the reason, the text, a caret)."""
+    try:
+        return Requirement(raw)
+    except InvalidRequirement as exc:
+        raise InvalidInputError(f"requirement {raw!r} is not valid PEP 508: {why(exc, raw)}",
+                                fix="write it as pip takes it, e.g. 'six>=1.16'") from None
+
+
+def why(exc: InvalidRequirement, raw: str) -> str:
+    """packaging's reason on one line, with the text from where its caret points."""
+    lines = str(exc).splitlines()
+    reason = lines[0] if lines else "not a requirement"
+    caret = lines[-1] if len(lines) >= 3 else ""
+    if "^" not in caret:
+        return reason
+    column = max(caret.index("^") - 4, 0)  # packaging indents the text and its caret by 4
+    rest = raw[column:]
+    return f"{reason}, at {rest!r}" if rest else f"{reason}, at the end"
+
 
 def applicable(raws: Iterable[str], markers: Mapping[str, str] | None) -> Iterator[Requirement]:
     """Each requirement whose marker holds (unparseable lines are skipped, as pip does).
