@@ -189,9 +189,9 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.mark.integration
 @needs_namespace
 def test_pid_1_is_refused_and_nothing_is_signalled(host: dict[str, Any]) -> None:
-    for name in ("pid1", "pidfile1"):
+    for name in ("pid1", "pidfile1"):  # a refusal, as an ancestor's is (2 on main)
         step = host["steps"][name]
-        assert step["code"] == 2, step["out"]
+        assert step["code"] == 1, step["out"]
         assert "refusing PID 1" in step["out"]
         assert all(step["alive"].values()), step["alive"]
     for name in ("pidfile0", "pid0", "pid-1", "pid-4242"):
@@ -206,6 +206,19 @@ def test_an_ancestor_is_refused(host: dict[str, Any]) -> None:
     step = host["steps"]["ancestor"]
     assert "one of its parents: refusing to stop it" in step["out"] and "rc=1" in step["out"]
     assert all(step["alive"].values())
+
+
+def test_pid_1_and_an_ancestor_are_one_refusal_and_not_a_pid_is_invalid_input() -> None:
+    """A refusal exits 1 whichever process it spares (on main PID 1 was 2, an ancestor 1);
+    what is no process id at all is invalid input, 2. Nothing is signalled: the refusals come
+    before any signal (this test process is the ancestor)."""
+    pid1 = run_cli("stop", "--pid", "1")
+    ancestor = run_process("stop", "--pid", str(os.getpid()), "--grace", "0")
+    zero = run_cli("stop", "--pid", "0")
+    assert (pid1.code, ancestor.code, zero.code) == (1, 1, 2), (pid1, ancestor, zero)
+    assert "refusing PID 1" in pid1.err
+    assert "one of its parents: refusing to stop it" in ancestor.out
+    assert "is not a process id" in zero.err
 
 
 @pytest.mark.integration
@@ -280,7 +293,7 @@ def test_container_with_vllm_serve_as_pid_1(tmp_path: Path) -> None:
         assert alive(pids["engine"]) and alive(pids["worker"]) and alive(1)
 
         refused = inside("stop", "--pid", "1")
-        assert refused.returncode == 2 and "refusing PID 1" in refused.stdout + refused.stderr
+        assert refused.returncode == 1 and "refusing PID 1" in refused.stdout + refused.stderr
         assert alive(pids["engine"]) and alive(1)
 
         everything = inside("stop", "--all-vllm", "--grace", "1")

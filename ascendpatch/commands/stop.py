@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ascendpatch.deploy import procs
 from ascendpatch.deploy.stop import PID_MAX_LIMIT, REAP_WAIT, StopReport, stop
-from ascendpatch.errors import InvalidInputError
+from ascendpatch.errors import InvalidInputError, RefusedError
 from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 from ascendpatch.shell import cliargs
@@ -59,8 +59,8 @@ def check_pid(pid: int, origin: str) -> int:
     if pid <= 0 or pid >= PID_MAX_LIMIT:
         raise InvalidInputError(f"{origin}: {pid} is not a process id (1 to "
                                 f"{PID_MAX_LIMIT - 1})")
-    if pid == 1:
-        raise InvalidInputError(
+    if pid == 1:  # a process id, refused as every process stop will not signal is: exit 1
+        raise RefusedError(
             f"{origin}: refusing PID 1: it is the init process (in a container, the container "
             "itself); stopping it would stop everything",
             fix=Phrase("run `", Hint(("stop",)), "` without --pid to stop leftover vLLM processes, "
@@ -178,7 +178,10 @@ COMMAND = cliargs.CommandSpec(
     name="stop",
     help="stop a server: TERM its group, wait, KILL, then leftovers",
     description=("Stop a vLLM server: TERM its process group, wait, KILL, then its leftover "
-                 "EngineCore / Worker processes."),
+                 "EngineCore / Worker processes. Exit 1 when it refuses a process (PID 1, "
+                 "itself or an ancestor, another user's) and signals nothing; 2 when --pid or "
+                 "--port is no process id or port, or --pidfile cannot be trusted to name "
+                 "one."),
     example="ascendpatch stop --pidfile serve.pid",
     run=from_args, configure=configure,
 )
