@@ -181,6 +181,7 @@ class CommandResult:
     body: Payload | None = None  # the command's typed payload (its JSON keys, its table)
     payload: str | None = None  # `-o -`: the document itself goes to stdout, the lines to stderr
     show_diff: bool = False  # plan, apply --diff: details and diffs shown for every item
+    show_files: bool = False  # status: each artifact's files and their states, in text too
     streamed: bool = False  # each item went to progress.item when it became final
     has_recap: bool = False  # apply / revert: the ok/changed/skipped/failed counts are shown
 

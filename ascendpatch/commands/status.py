@@ -32,7 +32,7 @@ def run(ctx: Context, ids: list[str]) -> CommandResult:
             results += tuple(_optional(ctx, ledger, session.store))
     summary = f"target: {ctx.target.describe()}; manifest: {ctx.manifest.name}"
     return CommandResult("status", results, tuple(session.notes), summary=summary,
-                         exit_code_override=pending_exit_code(results, _DUE))
+                         exit_code_override=pending_exit_code(results, _DUE), show_files=True)
 
 
 # An artifact that is not applied is a change `apply` would make: due, as a PENDING one.

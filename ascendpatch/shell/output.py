@@ -157,7 +157,7 @@ def render(result: CommandResult, *, as_json: bool, color: str,
             continue
         if table is not None and item.level is Level.OK:
             continue  # on a terminal the table says it
-        render_item(console, item, result.show_diff, invocation)
+        render_item(console, item, result.show_diff, invocation, files=result.show_files)
     if grid is not None and not grid.stands_in:
         wide_table(grid, out, color)
     if table is not None:
@@ -193,8 +193,8 @@ def _command(hint: Hint, invocation: str) -> str:
 
 
 def render_item(console: Writer, item: Item, show_diff: bool,
-                invocation: str = "ascendpatch") -> None:
-    for spans in item_lines(item, show_diff, invocation):
+                invocation: str = "ascendpatch", *, files: bool = False) -> None:
+    for spans in item_lines(item, show_diff, invocation, files=files):
         console.line(spans)
 
 
@@ -203,9 +203,13 @@ def words(item: Item) -> str:
     return Phrase(item.message, "; fix: ", item.fix) if item.fix else item.message
 
 
-def item_lines(item: Item, show_diff: bool, invocation: str = "ascendpatch") -> list[Line]:
-    """The item's line, then (for problems, or when diffs are shown) its details and diff."""
+def item_lines(item: Item, show_diff: bool, invocation: str = "ascendpatch", *,
+               files: bool = False) -> list[Line]:
+    """The item's line, then (``files``: status) each file with its state, then (for problems,
+    or when diffs are shown) its details and diff."""
     lines = [level_line(item.level, say(words(item), invocation))]
+    if files and isinstance(item, ArtifactResult):
+        lines += [((f"    {f.path}: {f.state}", None),) for f in item.files]
     if item.level in _PROBLEMS or show_diff:
         lines += [(("    " + text, None),) for detail in item.details
                   for text in detail.splitlines()]
