@@ -54,8 +54,15 @@ class Hint:
     ``"<serve log>"`` is one element."""
 
     argv: tuple[str, ...]
+    # Another program's command line the argv follows (the target's own pip: ``python -m
+    # pip``): shown as it is, shell-quoted, never with ascendpatch's options.
+    runner: tuple[str, ...] = ()
 
     def words(self, program: str = "ascendpatch") -> str:
+        if self.runner:
+            import shlex
+
+            return shlex.join((*self.runner, *self.argv))
         return " ".join((program, *self.argv))
 
 

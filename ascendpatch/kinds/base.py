@@ -89,6 +89,7 @@ class ArtifactSite:
     root: Path
     source: Path | None
     env: dict[str, str] = field(default_factory=dict)
+    pip: tuple[str, ...] = ()  # the target's own pip command (none for --site-packages)
 
     @cached_property
     def _tree(self) -> Root:

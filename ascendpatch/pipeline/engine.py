@@ -43,6 +43,16 @@ def _package(plan: ArtifactPlan) -> str:
     return f"{dist.name}=={dist.version}" if dist else "<package>"
 
 
+def _reinstall(plan: ArtifactPlan) -> Phrase:
+    """The command that puts the package's own files back, with the target's own pip."""
+    argv = ("install", "--force-reinstall", "--no-deps", _package(plan))
+    pip = plan.site.pip if plan.site else ()
+    if pip:
+        return Phrase("reinstall the package (", Hint(argv, runner=pip), ")")
+    return Phrase("reinstall the package with the pip of the image's own python (",
+                  Hint(argv, runner=("python", "-m", "pip")), ")")
+
+
 def skipped(plan: ArtifactPlan) -> ArtifactResult:
     assert plan.skip is not None
     return _result(plan, Status.SKIPPED, plan.skip.level,
@@ -91,8 +101,7 @@ def blocked(plan: ArtifactPlan, force: bool) -> ArtifactResult | None:
         if force and all(f.forceable and f.desired.known for f in conflicts):
             return None
         hint = ("--force overwrites it (a backup is kept)" if all(f.forceable for f in conflicts)
-                else f"reinstall the package (pip install --force-reinstall --no-deps "
-                     f"{_package(plan)}) and apply again, or port the patch to this content")
+                else _reinstall(plan) + " and apply again, or port the patch to this content")
         names = ", ".join(f.rel for f in conflicts)
         return _result(plan, Status.CONFLICT, Level.FAIL,
                        f"{title}: conflict in {names}", fix=hint,
@@ -330,8 +339,7 @@ def revert_artifact(plan: ArtifactPlan, store: LedgerStore, ledger: Ledger, *,
         if data is None:
             return _result(plan, Status.FAILED, Level.FAIL,
                            f"{title}: cannot restore {finding.rel}: {_why_not(finding)}",
-                           fix=f"reinstall the package (pip install --force-reinstall --no-deps "
-                               f"{_package(plan)})", files=_file_results(plan.files),
+                           fix=_reinstall(plan), files=_file_results(plan.files),
                            details=_details(plan))
         restores.append(_Restore(finding, data[0]))
     if not restores and not extra:

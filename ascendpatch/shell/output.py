@@ -179,7 +179,7 @@ def say(text: str, invocation: str) -> str:
 
 
 def _command(hint: Hint, invocation: str) -> str:
-    if invocation == "ascendpatch":
+    if invocation == "ascendpatch" or hint.runner:
         return hint.words()
     from ascendpatch.commands.context import Reach, reach
 
