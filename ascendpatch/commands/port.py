@@ -19,7 +19,7 @@ from ascendpatch.manifest.model import Artifact, Manifest, Variant, version_in
 from ascendpatch.patchfile import diffwrite, porting
 from ascendpatch.patchfile.diffpatch import analyze, apply_forward
 from ascendpatch.patchfile.porting import Verdict
-from ascendpatch.results import CheckResult, CommandResult, Level
+from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
 
@@ -103,6 +103,9 @@ def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, wo
     if word not in (Verdict.EXACT, Verdict.OFFSET):
         return CheckResult("write", "port", Level.WARN if word is Verdict.OBSOLETE
                            else Level.FAIL, f"nothing written: the patch {_meaning(word)}")
+    covering = artifact.variant_for(_version(to))
+    if covering is not None:  # the first variant that admits a version decides it
+        return _covered(artifact, covering, variant, to)
     if artifact.origin is None:
         raise InvalidInputError(f"artifact {artifact.id} has no manifest file to update")
     assert variant.source is not None
@@ -139,6 +142,21 @@ def _write(manifest: Manifest, artifact: Artifact, variant: Variant, to: str, wo
                        + ("" if same else f" (new patch {new_variant['source']})"))
 
 
+def _covered(artifact: Artifact, covering: Variant, ported: Variant, to: str) -> CheckResult:
+    """A variant that would change nothing: one already admits ``to`` (and, listed first,
+    decides it), so the manifest is left byte for byte as it is."""
+    where = f"{artifact.id} in {artifact.origin}"
+    if covering is ported:
+        return CheckResult("write", "port", Level.OK,
+                           f"variant {covering.versions} of {where} already covers {to}: "
+                           "nothing written")
+    return CheckResult("write", "port", Level.WARN,
+                       f"nothing written: variant {covering.versions} of {where} already "
+                       f"covers {to} and decides it, not the ported {ported.versions}",
+                       fix=Phrase("check that one: '", Hint(("port", artifact.id, "--to", to)),
+                                  "', or narrow its versions by hand"))
+
+
 def from_args(args: Namespace) -> CommandResult:
     return run(context.manifest_from_args(args), args.artifact_id, args.to,
                context.source_from_args(args), start=args.start, write=args.write)
@@ -151,7 +169,8 @@ def configure(p: ArgumentParser) -> None:
     p.add_argument("--from", dest="start", metavar="VERSION",
                    help="the variant to port (default: the one covering --to, else newest)")
     p.add_argument("--write", action="store_true",
-                   help="write the patch and the manifest variant when every hunk applies")
+                   help="write the patch and the manifest variant when every hunk applies "
+                        "(nothing when a variant already covers --to)")
 
 
 COMMAND = cliargs.CommandSpec(
