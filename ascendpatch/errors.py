@@ -19,6 +19,7 @@ class AscendpatchError(Exception):
     """Base class of every expected failure. ``str(err)`` is a one-line message."""
 
     exit_code = EXIT_PROBLEMS
+    details: tuple[str, ...] = ()  # more lines, each shown under the message (one per problem)
 
     def __init__(self, message: str, *, fix: str | None = None) -> None:
         super().__init__(message)
@@ -37,14 +38,31 @@ class InvalidInputError(AscendpatchError):
     exit_code = EXIT_USAGE
 
 
+MAX_PROBLEM_CHARS = 500  # one problem line (a key path 64 levels deep still fits)
+MAX_PROBLEMS_SHOWN = 50  # lines under the message; the rest are counted
+
+
 class ManifestError(InvalidInputError):
-    """A manifest failed to load or validate. Carries every problem found."""
+    """A manifest failed to load or validate. Carries every problem found: the message is
+    the first, ``details`` the others (all at once, so an author fixes them in one go)."""
 
     def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        head = problems[0] if problems else "invalid manifest"
+        self.problems = [_cut(p) for p in problems]
+        head = self.problems[0] if self.problems else "invalid manifest"
         more = f" (+{len(problems) - 1} more problems)" if len(problems) > 1 else ""
         super().__init__(head + more)
+        self.details = shown_problems(self.problems[1:])
+
+
+def shown_problems(problems: Sequence[str]) -> tuple[str, ...]:
+    """At most MAX_PROBLEMS_SHOWN problems, then how many more there are."""
+    rest = len(problems) - MAX_PROBLEMS_SHOWN
+    return tuple(problems[:MAX_PROBLEMS_SHOWN]) + ((f"... and {rest} more",) if rest > 0 else ())
+
+
+def _cut(problem: str) -> str:
+    return problem if len(problem) <= MAX_PROBLEM_CHARS else \
+        problem[:MAX_PROBLEM_CHARS - 3] + "..."
 
 
 class PatchFormatError(InvalidInputError):

@@ -72,15 +72,17 @@ artifacts:
     assert all(p.startswith(f"{path}: ") for p in problems)
 
 
-def test_cli_reports_bad_manifest_with_exit_2_and_one_line(tmp_path: Path) -> None:
+def test_cli_reports_bad_manifest_with_exit_2_and_a_line_per_problem(tmp_path: Path) -> None:
     path = _write(tmp_path, "name: x\nartifacts:\n  - id: a\n    kind: diff\n    sneaky: 1\n")
     site = tmp_path / "sp"
     site.mkdir()
     before = tree_digest(tmp_path)
     result = run_cli("--site-packages", site, "--manifest", path, "apply")
     assert result.code == 2
-    assert len(result.err.strip().splitlines()) == 1
-    assert "more problems" in result.err and "Traceback" not in result.err
+    head, *rest = result.err.strip().splitlines()
+    assert head.startswith("[FAIL] ") and "(+2 more problems)" in head
+    assert len(rest) == 2 and all(line.startswith(f"    {path}: artifacts[0].") for line in rest)
+    assert "Traceback" not in result.err
     assert tree_digest(tmp_path) == before
 
 

@@ -36,13 +36,15 @@ FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 
 def _verdict(*args: str | Path) -> int:
-    """A command run in-process: exit 0/1/2, no traceback, an error in one line."""
+    """A command run in-process: exit 0/1/2, no traceback, an error in one line (then, for a
+    manifest's other problems, one indented line each)."""
     run = run_cli("--color", "never", *args)
     everything = run.out + run.err
     assert "Traceback" not in everything and "unexpected error" not in everything, everything
     assert run.code in (0, 1, 2), everything
     if run.code == 2:
-        assert len([line for line in run.err.splitlines() if line.strip()]) == 1, run.err
+        lines = [line for line in run.err.splitlines() if line.strip()]
+        assert len([line for line in lines if not line.startswith("    ")]) == 1, run.err
     return run.code
 
 

@@ -1,4 +1,4 @@
-"""The manifest schema (``loader.MANIFEST``) as a JSON Schema, for editors and CI.
+"""The manifest schema (``validate.MANIFEST``) as a JSON Schema, for editors and CI.
 
 ``ascendpatch/data/manifest.schema.json`` is generated from it by ``tools/make_schemas.py``; a
 test fails when the two drift apart. Value checks that are plain patterns (ids, env names,
@@ -68,7 +68,7 @@ def _object(node: s.Obj) -> dict[str, Any]:
 
 
 def manifest_schema() -> dict[str, Any]:
-    from ascendpatch.manifest.loader import MANIFEST
+    from ascendpatch.manifest.validate import MANIFEST
 
     doc = to_json_schema(MANIFEST)
     doc["properties"]["artifacts"]["items"]["allOf"] = per_kind_rules()

@@ -1,4 +1,5 @@
-"""Load manifests: safe YAML, schema validation (every problem at once), ``extends:``, names."""
+"""Load manifests: safe YAML, then validation (every problem at once: :mod:`validate`),
+``extends:``, bundled names."""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ import yaml
 
 from ascendpatch import catalog
 from ascendpatch.errors import InvalidInputError, ManifestError
-from ascendpatch.kinds import KIND_NAMES, KINDS
-from ascendpatch.kinds.base import options_schema
-from ascendpatch.manifest import schema as s
+from ascendpatch.manifest import validate
 from ascendpatch.manifest.model import (
     Artifact,
     FileHashes,
@@ -146,71 +145,6 @@ def parse_yaml(text: str, path: Path) -> object:
     return document
 
 
-def _kind(text: str) -> str | None:
-    if text in KIND_NAMES:
-        return None
-    return f"unknown kind {text!r} (known: {', '.join(sorted(KIND_NAMES))})"
-
-
-def _log_class(text: str) -> str | None:
-    return None if text in ("fault", "benign", "marker") else \
-        f"{text!r} is not a log rule class (fault, benign, marker)"
-
-
-_HASHES = s.Obj({"before": s.ListOf(s.Str(s.sha256_hex)), "after": s.ListOf(s.Str(s.sha256_hex))})
-_VARIANT_FIELDS: dict[str, s.Schema] = {
-    "versions": s.Str(s.specifier),
-    "source": s.Str(),
-    "targets": s.ListOf(s.Str()),
-    "sha256": s.MapOf(_HASHES),
-}
-_VARIANT = s.Obj(_VARIANT_FIELDS)  # versions: required where the kind acts on a distribution
-ARTIFACT = s.Obj(
-    {
-        "id": s.Str(s.identifier),
-        "title": s.Str(),
-        "kind": s.Str(_kind),
-        "distribution": s.Str(),
-        "description": s.Str(),
-        "enabled": s.Bool(),
-        "not_needed": s.Obj({"versions": s.Str(s.specifier), "reason": s.Str()},
-                            frozenset({"versions", "reason"})),
-        "needed_if": s.Obj({"file": s.Str(), "calls_unguarded": s.ListOf(s.Str(s.dotted_name))},
-                           frozenset({"file", "calls_unguarded"})),
-        "variants": s.ListOf(_VARIANT),
-        "options": s.MapOf(s.AnyValue()),  # each kind's own schema: _kind_problems
-        **_VARIANT_FIELDS,
-    },
-    frozenset({"id", "title", "kind"}),
-)
-_PIN = s.OneOf((s.Str(s.specifier),
-                s.Obj({"version": s.Str(s.specifier), "reason": s.Str()}, frozenset({"version"}))))
-MANIFEST = s.Obj(
-    {
-        "name": s.Str(s.identifier),
-        "description": s.Str(),
-        "extends": s.ListOf(s.Str()),
-        "stack": s.Obj({"python": s.Str(s.specifier), "cann": s.Str(),
-                        "from_metadata": s.Str(s.requirement), "packages": s.MapOf(_PIN)}),
-        "protected": s.ListOf(s.Str()),
-        "no_deps": s.ListOf(s.Str()),
-        "accepted_conflicts": s.ListOf(s.Obj(
-            {"package": s.Str(), "requirement": s.Str(), "reason": s.Str()},
-            frozenset({"package", "requirement", "reason"}))),
-        "env": s.MapOf(s.Str(), key=s.env_name),
-        "launch": s.MapOf(s.AnyValue()),
-        "target": s.Obj({"python": s.ListOf(s.Str()), "image": s.Str(),
-                         "offline": s.Bool()}),
-        "artifacts": s.ListOf(ARTIFACT),
-        "log_rules": s.ListOf(s.Obj({"id": s.Str(s.identifier), "class": s.Str(_log_class),
-                                     "pattern": s.Str(), "fix": s.Str(), "why": s.Str(),
-                                     "message": s.Str(), "per_rank": s.Bool()},
-                                    frozenset({"id", "class", "pattern"}))),
-    },
-    frozenset({"name"}),
-)
-
-
 def resolve_name(name_or_path: str) -> Path:
     """A bundled manifest name (``default``) or a path to a YAML file."""
     candidate = Path(name_or_path)
@@ -241,62 +175,10 @@ def read_document(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise ManifestError([f"{path}: (top level): expected a mapping of keys, got "
                              f"{type(document).__name__}"])
-    problems = s.validate(document, MANIFEST)
-    problems += _semantic_problems(document)
+    problems = validate.problems(document)
     if problems:
         raise ManifestError([f"{path}: {p}" for p in problems])
     return document
-
-
-def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
-    problems: list[str] = []
-    launch = document.get("launch")
-    tp = launch.get("tensor_parallel_size") if isinstance(launch, dict) else None
-    if tp is not None and not (isinstance(tp, int) and not isinstance(tp, bool) and tp >= 1):
-        problems.append(f"launch.tensor_parallel_size: expected a whole number >= 1, got "
-                        f"{tp!r:.40}")
-    seen: set[str] = set()
-    artifacts = document.get("artifacts")  # not a list: the schema says so
-    for index, artifact in enumerate(artifacts if isinstance(artifacts, list) else []):
-        if not isinstance(artifact, dict):
-            continue
-        where = f"artifacts[{index}]"
-        artifact_id = artifact.get("id")
-        if not isinstance(artifact_id, str):
-            continue  # the schema reports it ("expected a string")
-        if artifact_id in seen:
-            problems.append(f"{where}.id: duplicate id {artifact_id!r}")
-        seen.add(str(artifact_id))
-        has_variants = "variants" in artifact
-        flat = [k for k in ("versions", "source", "targets", "sha256") if k in artifact]
-        if has_variants and flat:
-            problems.append(f"{where}: give either 'variants' or {', '.join(flat)}, not both")
-        problems += _kind_problems(artifact, where)
-    return problems
-
-
-def _kind_problems(artifact: Mapping[str, Any], where: str) -> list[str]:
-    """What the artifact's kind asks of it: its own options schema, and ``versions`` where the
-    kind acts on a distribution (elsewhere a version range would mean nothing)."""
-    kind = KINDS.get(str(artifact.get("kind")))
-    if kind is None:
-        return []  # an unknown or planned kind: the schema or the planner says so
-    problems: list[str] = []
-    options = artifact.get("options")
-    if isinstance(options, dict):
-        problems += s.validate(options, options_schema(kind), f"{where}.options")
-    if not kind.needs_distribution:
-        return problems
-    variants = artifact.get("variants")
-    if not isinstance(variants, list):
-        if "versions" not in artifact:
-            problems.append(f"{where}.versions: required key is missing (or give 'variants'); "
-                            f"kind {kind.name} acts on an installed distribution")
-        return problems
-    for index, variant in enumerate(variants):
-        if isinstance(variant, dict) and "versions" not in variant:
-            problems.append(f"{where}.variants[{index}].versions: required key is missing")
-    return problems
 
 
 def load(name_or_path: str = DEFAULT_MANIFEST) -> Manifest:

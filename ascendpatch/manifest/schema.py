@@ -5,8 +5,9 @@ Problems read ``manifests/x.yaml: artifacts[2].targets: expected a list of strin
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +76,37 @@ def _type_name(value: object) -> str:
 
 
 def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+    return f"{path}.{_key(key)}" if path else _key(key)
+
+
+_PLAIN_KEY = re.compile(r"[\w-]{1,60}", re.ASCII)  # no ".": a.b is a path
+SHOWN = 60  # characters of a value or key a problem quotes
+
+
+def _key(key: str) -> str:
+    """A key as a key path shows it: plain names as they are, anything else (spaces, newlines,
+    control characters, a 10,000-character key) quoted and cut, so a path stays one line."""
+    return key if _PLAIN_KEY.fullmatch(key) else shown(key)
+
+
+def shown(value: object) -> str:
+    """``value``'s repr on one line, at most about SHOWN characters (problems quote values a
+    manifest's author wrote: a megabyte of text must not become a megabyte of message); a
+    string cut short is the repr of its start, then "..."."""
+    text = repr(value)
+    if len(text) <= SHOWN or not isinstance(value, str):
+        return text if len(text) <= SHOWN else text[:SHOWN] + "..."
+    cut = value[:SHOWN]
+    while len(repr(cut)) > SHOWN:  # escapes (\x08, \U000101fe) take up to 10 characters
+        cut = cut[:len(cut) * 3 // 4]
+    return repr(cut) + "..."
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'description'?"`` for the choice nearest ``word`` (difflib's ratio of
+    at least 0.6), else ``""``: a suffix for the problem that names ``word``."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def validate(value: object, schema: Schema, path: str = "") -> list[str]:
@@ -89,7 +120,7 @@ def validate(value: object, schema: Schema, path: str = "") -> list[str]:
         problem = schema.check(value) if schema.check else None
         if problem is None and schema.pattern is not None and \
                 not re.fullmatch(schema.pattern, value):
-            problem = f"{value!r} is not {schema.what or 'of the form ' + schema.pattern}"
+            problem = f"{shown(value)} is not {schema.what or 'of the form ' + schema.pattern}"
         return [f"{where}: {problem}"] if problem else []
     if isinstance(schema, Bool):
         ok = isinstance(value, bool)
@@ -141,7 +172,7 @@ def _validate_map(value: object, schema: MapOf, path: str, where: str) -> list[s
     problems: list[str] = []
     for key, item in value.items():
         if not isinstance(key, str):
-            problems.append(f"{where}: key {key!r} must be a string")
+            problems.append(f"{where}: key {shown(key)} must be a string")
             continue
         key_problem = schema.key(key) if schema.key else None
         if key_problem:
@@ -157,7 +188,8 @@ def _validate_obj(value: object, schema: Obj, path: str, where: str) -> list[str
     for key in value:
         if key not in schema.fields:
             known = ", ".join(sorted(schema.fields))
-            problems.append(f"{_join(path, str(key))}: unknown key (known keys: {known})")
+            hint = did_you_mean(key, schema.fields) if isinstance(key, str) else ""
+            problems.append(f"{_join(path, str(key))}: unknown key{hint} (known keys: {known})")
     for key in sorted(schema.required - set(value)):
         problems.append(f"{_join(path, key)}: required key is missing")
     for key, sub in schema.fields.items():
@@ -178,33 +210,33 @@ def specifier(text: str) -> str | None:
     try:
         SpecifierSet(text)
     except InvalidSpecifier:
-        return f"{text!r} is not a valid PEP 440 version specifier (e.g. '>=0.18.0,<0.19')"
+        return f"{shown(text)} is not a valid PEP 440 version specifier (e.g. '>=0.18.0,<0.19')"
     return None
 
 
 def identifier(text: str) -> str | None:
     if _ID.match(text):
         return None
-    return f"{text!r} is not a valid id (lower-case letters, digits, '.', '_', '-')"
+    return f"{shown(text)} is not a valid id (lower-case letters, digits, '.', '_', '-')"
 
 
 def env_name(text: str) -> str | None:
-    return None if _ENV.match(text) else f"{text!r} is not a valid environment variable name"
+    return None if _ENV.match(text) else f"{shown(text)} is not a valid environment variable name"
 
 
 def sha256_hex(text: str) -> str | None:
-    return None if _HEX.match(text) else f"{text!r} is not a 64-digit lower-case hex sha256"
+    return None if _HEX.match(text) else f"{shown(text)} is not a 64-digit lower-case hex sha256"
 
 
 def requirement(text: str) -> str | None:
     try:
         Requirement(text)
     except InvalidRequirement:
-        return f"{text!r} is not a valid PEP 508 requirement (e.g. 'vllm-ascend==0.23.0')"
+        return f"{shown(text)} is not a valid PEP 508 requirement (e.g. 'vllm-ascend==0.23.0')"
     return None
 
 
 def dotted_name(text: str) -> str | None:
     if _DOTTED.match(text):
         return None
-    return f"{text!r} is not a dotted Python name (e.g. 'torch_npu.npu_top_k_top_p')"
+    return f"{shown(text)} is not a dotted Python name (e.g. 'torch_npu.npu_top_k_top_p')"

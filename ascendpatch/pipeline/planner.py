@@ -16,6 +16,7 @@ from ascendpatch.kinds import KINDS
 from ascendpatch.kinds.base import ArtifactSite, FileFinding, Skip
 from ascendpatch.manifest.loader import resolve_source
 from ascendpatch.manifest.model import Artifact, Manifest, version_in
+from ascendpatch.manifest.schema import did_you_mean
 from ascendpatch.pipeline.filestate import FileState
 from ascendpatch.results import Hint, Level, Phrase
 
@@ -42,9 +43,10 @@ def select(manifest: Manifest, ids: list[str], enabled_extra: tuple[str, ...] = 
     if ids:
         unknown = [i for i in ids if manifest.artifact(i) is None]
         if unknown:
-            known = ", ".join(a.id for a in manifest.artifacts) or "none"
+            known = [a.id for a in manifest.artifacts]
             raise InvalidInputError(f"unknown artifact id(s) {', '.join(unknown)} in manifest "
-                                    f"{manifest.name} (known: {known})")
+                                    f"{manifest.name}{did_you_mean(unknown[0], known)} "
+                                    f"(known: {', '.join(known) or 'none'})")
         return [a for a in manifest.artifacts if a.id in ids]
     return [a for a in manifest.artifacts if a.enabled or a.id in enabled_extra]
 

@@ -34,6 +34,20 @@ class _Parser(argparse.ArgumentParser):
     command_hint: str | None = None  # the command named on the line, for those JSON errors
     color = "auto"  # --color as given on the line (the usage error comes before parsing ends)
 
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        """argparse's check of a choice (a command name, --color), with the nearest choice
+        named: ``invalid choice: 'staus'; did you mean 'status'? (choose from ...)``."""
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            super()._check_value(action, value)
+            return
+        from ascendpatch.manifest.schema import did_you_mean
+
+        names = [str(c) for c in choices]
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}"
+                                     f"{did_you_mean(value, names)} (choose from "
+                                     f"{', '.join(map(repr, names))})")
+
     def error(self, message: str) -> None:  # type: ignore[override]
         from ascendpatch.shell import output
 
@@ -109,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(run)
     except AscendpatchError as exc:
-        return _fail(run, str(exc), exc.exit_code)
+        return _fail(run, str(exc), exc.exit_code, details=exc.details)
     except KeyboardInterrupt as exc:
         return _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
     except Exception as exc:  # a bug, not a user error
@@ -120,11 +134,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                      log)
 
 
-def _fail(run: _Run, message: str, code: int, log: str | None = None) -> int:
+def _fail(run: _Run, message: str, code: int, log: str | None = None,
+          details: Sequence[str] = ()) -> int:
     from ascendpatch.shell import output
 
     output.error(message, command=run.command, exit_code=code, as_json=run.as_json,
-                 color=run.color, log_path=log)
+                 color=run.color, log_path=log, details=details)
     return code
 
 

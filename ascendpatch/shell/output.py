@@ -317,16 +317,22 @@ def _fix_json(item: Item, invocation: str) -> dict[str, str]:
 
 
 def error(message: str, *, command: str | None, exit_code: int, as_json: bool, color: str,
-          log_path: str | None = None) -> None:
-    """A failure that stopped the command before it produced results (stderr / JSON)."""
+          log_path: str | None = None, details: Sequence[str] = ()) -> None:
+    """A failure that stopped the command before it produced results (stderr / JSON);
+    ``details``: one more line each (every other problem of a manifest), indented under it."""
     if as_json:
+        failure: dict[str, Any] = {"message": message, "log": log_path}
+        if details:
+            failure["details"] = list(details)
         doc: dict[str, Any] = {
             "format": JSON_FORMAT, "command": command, "ok": False, "exit_code": exit_code,
-            "results": [], "notes": [], "error": {"message": message, "log": log_path}}
+            "results": [], "notes": [], "error": failure}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     text = message + (f" (details: {log_path})" if log_path else "")
     line(Level.FAIL, text, color=color, stream=sys.stderr)
+    for detail in details:
+        _console(sys.stderr, color).line((("    " + detail, None),))
 
 
 def progress(message: str, *, color: str) -> None:
