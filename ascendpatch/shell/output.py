@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import IO, Any
 
+from ascendpatch.progress import Heartbeat, heartbeat_interval
 from ascendpatch.results import (
     CHECK_STATUS,
     ArtifactResult,
@@ -371,15 +372,19 @@ class ConsoleReporter:
         self.quiet = quiet
         self.as_json = as_json
         self.animate = (not quiet and _isatty(sys.stderr) and use_color(color, sys.stderr))
+        # without a spinner (a pipe, a CI log, NO_COLOR) a long step says it is alive, on stderr
+        self.beat = 0.0 if as_json or quiet or self.animate else heartbeat_interval()
         self.reader_gone = False
         self._noticed: set[str] = set()
         self._live: Any = None
         self._depth = 0
 
     def task(self, label: str, total: int | None) -> AbstractContextManager[Any]:
-        if not self.animate:
-            return nullcontext(_ignore)
-        return self._task(label, total)
+        if self.animate:
+            return self._task(label, total)
+        if self.beat > 0:
+            return Heartbeat(lambda text: self._stderr(((text, None),)), self.beat, safe(label))
+        return nullcontext(_ignore)
 
     @contextmanager
     def _task(self, label: str, total: int | None) -> Iterator[Any]:

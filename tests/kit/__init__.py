@@ -50,6 +50,10 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    # A slow step off a terminal says it is alive every 10 s (progress.Heartbeat); on a loaded
+    # machine that would add lines to outputs tests compare, so only tests/test_heartbeat.py
+    # turns it on.
+    monkeypatch.setenv("ASCENDPATCH_HEARTBEAT", "0")
 
 
 @contextlib.contextmanager
