@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,6 +41,22 @@ def test_fleet_report_to_dash_writes_the_page_to_stdout(site: Path, tmp_path: Pa
     assert "[OK] node-1: as the baseline" in result.err and "report written to stdout" in \
         result.err
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("argv", [["fleet-report", "{snaps}", "-o", "{folder}"],
+                                  ["lock", "-o", "{folder}"],
+                                  ["catalog-check", "--markdown", "{folder}"]])
+def test_an_output_that_is_a_folder_is_exit_2(site: Path, tmp_path: Path,
+                                              argv: list[str]) -> None:
+    """On main `fleet-report -o DIR` built the report, then exited 3 (IsADirectoryError)."""
+    snapshots = _snapshots(site, tmp_path / "snaps")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    result = run_cli(*[a.format(snaps=snapshots, folder=folder) for a in argv])
+    assert result.code == 2, result.err
+    assert result.err.strip().splitlines()[-1].endswith(
+        f"{folder} is a folder, not a file; give a file name in it, e.g. {folder / 'out'}")
+    assert list(folder.iterdir()) == []
 
 
 def test_an_invalid_requirement_is_one_clean_line(site: Path) -> None:

@@ -100,8 +100,12 @@ def source_options(parser: argparse.ArgumentParser) -> None:
 
 
 def output_file(value: str) -> Path:
-    """-o FILE: "-" is stdout; a missing parent folder is invalid input (exit 2), never a crash."""
+    """-o FILE: "-" is stdout; a folder, or a missing parent folder, is invalid input (exit 2),
+    never a crash."""
     given = path(value)
+    if value != "-" and given.is_dir():
+        raise argparse.ArgumentTypeError(f"{given} is a folder, not a file; give a file name "
+                                         f"in it, e.g. {given / 'out'}")
     if value != "-" and not given.parent.is_dir():
         raise argparse.ArgumentTypeError(f"folder {given.parent} does not exist; create it "
                                          f"first: mkdir -p {given.parent}")
