@@ -26,10 +26,25 @@ _WORD_ASSIGNMENT = re.compile(r"(?P<name>-*[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>.
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+\S+")
 
 
+# a count of tokens, not a token: vLLM's --max-num-batched-tokens, max_tokens, max_image_tokens
+_COUNTS = frozenset({"TOKENS"})
+# where a name's words meet: -, _, ., a space, or a lower-case letter before a capital (apiKey)
+_WORD_BREAK = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
 def is_secret(name: str) -> bool:
-    """A name that looks like it holds a credential: its value is never shown, only presence."""
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
+    """A name that looks like it holds a credential: its value is never shown, only presence.
+
+    A word of the name ends with a marker (``HF_TOKEN``, ``apiKey``, ``DBPASSWORD``) or is a
+    marker's plural (``API_KEYS``); ``TOKENS`` is a count and ``--tokenizer`` a path, so
+    vLLM's ``--max-num-batched-tokens 256`` stays readable in a shown command line."""
+    for word in _WORD_BREAK.split(name):
+        upper = word.upper()
+        if upper in _COUNTS:
+            continue
+        if any(upper.endswith(marker) or upper == f"{marker}S" for marker in SECRET_MARKERS):
+            return True
+    return False
 
 
 def shown(name: str, value: str) -> str:
