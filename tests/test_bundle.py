@@ -37,7 +37,8 @@ def test_aarch64_wheelhouse_holds_only_wheels_for_that_platform(tmp_path: Path) 
     names = sorted(p.name for p in house.glob("*.whl"))
     assert result.json["results"][0]["data"]["wheels"] == names
     projects = {str(parse_wheel_filename(n)[0]) for n in names}
-    assert {"ascendpatch", "packaging", "unidiff", "pyyaml", "rich", "pip-tools", "pip"} \
+    # uv: the fast resolver, bundled because this environment has ascendpatch[fast] (dev)
+    assert {"ascendpatch", "packaging", "unidiff", "pyyaml", "rich", "pip-tools", "pip", "uv"} \
         <= projects
     supported = set(cpython_tags((3, 11), platforms=AARCH64)) | \
         set(compatible_tags((3, 11), "cp311", AARCH64))
@@ -46,7 +47,7 @@ def test_aarch64_wheelhouse_holds_only_wheels_for_that_platform(tmp_path: Path) 
     (pyyaml,) = [n for n in names if n.lower().startswith("pyyaml-")]
     assert "cp311" in pyyaml and "aarch64" in pyyaml and "x86_64" not in pyyaml
     assert not list(house.glob("*.tar.gz")), "nothing to build on the air-gapped host"
-    ok = _pip_resolves(house, "manylinux2014_aarch64", "ascendpatch", "pip-tools")
+    ok = _pip_resolves(house, "manylinux2014_aarch64", "ascendpatch[fast]", "pip-tools")
     assert ok.returncode == 0, ok.stderr
     control = _pip_resolves(house, "manylinux2014_x86_64", "ascendpatch")
     assert control.returncode != 0 and "pyyaml" in control.stderr.lower()

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +30,6 @@ from tests.kit.caches import (
 
 pytestmark = pytest.mark.integration
 
-PIP_TOOLS = wheels.CACHE / "pip-tools"
 
 
 @pytest.fixture
@@ -54,11 +50,7 @@ def use_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def house(tmp_path: Path) -> Path:
     """pip-tools and what it needs (real wheels from the index, cached outside the checkout)
     plus a tiny ``helper`` wheel to lock."""
-    if not any(PIP_TOOLS.glob("pip_tools-*.whl")):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
-                        "-d", str(PIP_TOOLS), "pip-tools"], check=True)
-    folder = tmp_path / "house"
-    shutil.copytree(PIP_TOOLS, folder)
+    folder = wheels.with_pip_tools(tmp_path / "house")
     build_wheel(folder, "helper", "1.0")
     return folder
 

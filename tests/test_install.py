@@ -14,30 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import IndexRecorder, Run, build_wheel, run_cli, tree_digest, wheels, write_manifest
+from tests.kit import (
+    IndexRecorder,
+    Run,
+    build_wheel,
+    run_cli,
+    torchguard,
+    tree_digest,
+    wheels,
+    write_manifest,
+)
 
 pytestmark = pytest.mark.integration
 
-TORCH_FILES = {"torch/__init__.py": "'''stand-in torch for the install tests'''\n"}
-
-
 @pytest.fixture
 def world(tmp_path: Path) -> dict[str, Path]:
-    house = tmp_path / "wheelhouse"
-    build_wheel(house, "torch", "2.1.0+cpu", files=TORCH_FILES)
-    build_wheel(house, "torch", "2.5.0", files=TORCH_FILES)
-    build_wheel(house, "needs-new-torch", "1.0", ["torch>=2.5"])
-    build_wheel(house, "chain-top", "1.0", ["chain-mid>=1"])
-    build_wheel(house, "chain-mid", "1.0", ["torch>=2.5"])
-    build_wheel(house, "friendly", "1.0", ["torch>=2.0", "helper==1.0"])
-    build_wheel(house, "helper", "1.0")
-    build_wheel(house, "step-audio2", "1.0", ["torch>=2.5", "librosa>=0.10", "helper"])
-    python = wheels.make_venv(tmp_path / "venv")
-    wheels.pip_install(python, "--no-index", "--find-links", str(house), "torch==2.1.0+cpu")
-    manifest = write_manifest(tmp_path / "m.yaml", [], no_deps=["step-audio2"],
-                              protected=["torch", "torch-npu"])
-    return {"house": house, "python": python, "manifest": manifest,
-            "site": wheels.site_packages(python)}
+    return torchguard.world(tmp_path)
 
 
 def install(world: dict[str, Path], *args: str) -> Run:

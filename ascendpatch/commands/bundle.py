@@ -2,7 +2,8 @@
 air-gapped hosts (run on a connected machine).
 
 It holds ascendpatch itself, its dependencies and pip-tools, so that
-``bash install.sh --wheelhouse DIR`` and ``ascendpatch lock --offline`` work with no index.
+``bash install.sh --wheelhouse DIR`` and ``ascendpatch lock --offline`` work with no index,
+and uv (``ascendpatch[fast]``, the fast resolver) when this tool's own environment has it.
 Air-gapped NPU hosts are often aarch64 (Kunpeng): ``--platform manylinux2014_aarch64
 --python-version 3.11`` has pip download the wheels of that platform (``--only-binary :all:``:
 nothing can be built for another machine).
@@ -127,13 +128,21 @@ def _target_args(platform: str | None, python_version: str | None) -> list[str]:
     return args
 
 
+def _fast() -> list[str]:
+    """uv at this environment's version, when ascendpatch[fast] is installed here."""
+    try:
+        return [f"uv=={importlib.metadata.version('uv')}"]
+    except importlib.metadata.PackageNotFoundError:
+        return []
+
+
 def run(folder: Path, platform: str | None = None,
         python_version: str | None = None) -> CommandResult:
     target = _target_args(platform, python_version)  # bad input: exit 2, nothing made
     folder.mkdir(parents=True, exist_ok=True)
     own = own_wheel(folder)
     proc = pipadapter.run_pip(["download", "--disable-pip-version-check", "-d", str(folder),
-                               *target, str(own), *TOOLS])
+                               *target, str(own), *TOOLS, *_fast()])
     if proc.returncode != 0:
         raise PipError(f"pip download failed: {pipadapter.explain(proc.stdout + proc.stderr)}",
                        fix="check the platform tag and the Python version (pip needs a wheel "
@@ -142,7 +151,7 @@ def run(folder: Path, platform: str | None = None,
     where = f" for {platform or 'this platform'}, Python {python_version or 'of this tool'}" \
         if target else ""
     text = (f"wheelhouse {folder}{where}: {len(wheels)} wheels (ascendpatch, its "
-            f"dependencies, pip-tools)")
+            f"dependencies, pip-tools{', uv' if _fast() else ''})")
     return CommandResult("bundle", (CheckResult("bundle", "bundle", Level.OK, text,
                                                 data={"wheels": wheels}),))
 

@@ -13,6 +13,7 @@ Never replaces the image's torch / torch_npu. Plan, then do:
 
 from __future__ import annotations
 
+import tempfile
 from argparse import ArgumentParser, Namespace
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,11 +22,13 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from ascendpatch import progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
-from ascendpatch.env import pipadapter, pipdiff, pipinstall, stackcheck
+from ascendpatch.env import lockfile, pipadapter, pipdiff, pipinstall, resolver, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, Source
 from ascendpatch.env.reqs import parse as parse_requirement
+from ascendpatch.env.resolver import Mode
 from ascendpatch.env.target import Target
 from ascendpatch.inspect.checks.pins import pin_check
 from ascendpatch.results import CheckResult, CommandResult, Level
@@ -54,33 +57,45 @@ def wanted(ctx: Context, reqs: Sequence[str]) -> list[Requirement]:
 
 
 def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Source = ONLINE,
-        lock: Path | None = None) -> CommandResult:
+        lock: Path | None = None, mode: Mode = Mode.AUTO) -> CommandResult:
     """Resolve (pip's report), plan (pure), then show the plan, refuse it, or execute it and
     re-check what is installed."""
     # A lock already holds the stack's pins, hashed: only the user's REQs come on top of it.
     requested = _parse(reqs) if lock is not None else wanted(ctx, reqs)
-    steps = pipdiff.steps_for(requested, ctx.manifest.no_deps,
-                              str(lock) if lock is not None else None)
+    loose = lockfile.read(lock) if lock is not None else []
     source.args()  # bad --offline / --wheelhouse -> exit 2 before anything runs
     found = _stack_conflicts(ctx, requested, source) if lock is None else []
     if found:
         return CommandResult("install --dry-run" if dry_run else "install", tuple(
             stackcheck.conflict_results(found, "install", "nothing was changed")))
+    with tempfile.TemporaryDirectory() as tmp:
+        loose_file = str(lockfile.write_requirements(loose, Path(tmp))) if loose else None
+        steps = pipdiff.steps_for(requested, ctx.manifest.no_deps,
+                                  str(lock) if lock is not None else None, loose_file)
+        choice = resolver.choose(mode, ctx.target, ctx.env)
+        return _planned(ctx, steps, requested, dry_run=dry_run, source=source, choice=choice)
+
+
+def _planned(ctx: Context, steps: Sequence[pipdiff.PipStep], requested: list[Requirement], *,
+             dry_run: bool, source: Source, choice: resolver.Choice) -> CommandResult:
+    used = resolver.Used(choice)
     with locked(ctx) as session:
-        plan = pipdiff.plan(_resolve(ctx, steps, source), ctx.target, ctx.manifest.protected)
+        plan = pipdiff.plan(_resolve(ctx, steps, source, choice), ctx.target,
+                            ctx.manifest.protected)
         if plan.refused:
-            return CommandResult("install", _refusal_lines(plan), tuple(session.notes))
+            return CommandResult("install", _refusal_lines(plan), tuple(session.notes),
+                                 body=used)
         if dry_run:
             return CommandResult("install --dry-run", _dry_run_lines(plan),
-                                 tuple(session.notes),
+                                 tuple(session.notes), body=used,
                                  exit_code_override=0 if plan.nothing_to_do else 1)
         after = pipinstall.execute(plan, ctx.target, source, env=ctx.env)
-    lines = _change_lines(plan, dry_run=False) + _recheck(ctx, after, requested)
+    lines = _change_lines(plan, dry_run=False) + _recheck(ctx, after, requested, plan)
     if plan.nothing_to_do:
         lines.insert(0, CheckResult("install", "install", Level.OK,
                                     f"nothing to install: the pins of manifest "
                                     f"{ctx.manifest.name} are met"))
-    return CommandResult("install", tuple(lines), tuple(session.notes))
+    return CommandResult("install", tuple(lines), tuple(session.notes), body=used)
 
 
 def _stack_conflicts(ctx: Context, requested: list[Requirement], source: Source) \
@@ -92,11 +107,21 @@ def _stack_conflicts(ctx: Context, requested: list[Requirement], source: Source)
     return stackcheck.conflicts(ctx.manifest, ctx.target, source, only=due) if due else []
 
 
-def _resolve(ctx: Context, steps: Sequence[pipdiff.PipStep], source: Source) \
-        -> list[tuple[pipdiff.PipStep, dict[str, Any]]]:
-    """pip's own resolution of every step (``--dry-run --report``): nothing is changed."""
-    return [(step, pipadapter.dry_run_report(ctx.target, step.args, source, step.options,
-                                             env=ctx.env)) for step in steps]
+def _resolve(ctx: Context, steps: Sequence[pipdiff.PipStep], source: Source,
+             choice: resolver.Choice) -> list[tuple[pipdiff.PipStep, dict[str, Any]]]:
+    """The resolution of every step (pip's ``--dry-run --report``, or uv's in that format):
+    nothing is changed."""
+    return [(step, _report(ctx, step, source, choice)) for step in steps]
+
+
+def _report(ctx: Context, step: pipdiff.PipStep, source: Source, choice: resolver.Choice) \
+        -> dict[str, Any]:
+    if choice.name == "uv":
+        try:
+            return resolver.dry_run_report(choice, ctx.target, step.args, source, step.options)
+        except resolver.MetadataUnavailable as exc:
+            progress.notice(f"uv's plan needs wheel metadata ({exc}); resolving with pip")
+    return pipadapter.dry_run_report(ctx.target, step.args, source, step.options, env=ctx.env)
 
 
 def _change_data(change: pipdiff.PackageChange) -> dict[str, object]:
@@ -141,10 +166,9 @@ def _dry_run_lines(plan: pipdiff.InstallPlan) -> tuple[CheckResult, ...]:
 _NO_DEPS_WHY = "manifest no_deps: its dependencies would replace the image's NPU stack"
 
 
-def _recheck(ctx: Context, after: Target, requested: list[Requirement]) -> list[CheckResult]:
+def _recheck(ctx: Context, after: Target, requested: list[Requirement],
+             plan: pipdiff.InstallPlan) -> list[CheckResult]:
     """Afterwards: one line per pin and requirement, and what --no-deps packages leave unmet."""
-    no_deps = {str(canonicalize_name(n)) for n in ctx.manifest.no_deps}
-    markers = dict(ctx.target.markers or {})
     lines = [pin_check(pin, after) for pin in ctx.manifest.stack.packages]
     pinned = {canonicalize_name(p.name) for p in ctx.manifest.stack.packages}
     for req in requested:
@@ -157,20 +181,31 @@ def _recheck(ctx: Context, after: Target, requested: list[Requirement]) -> list[
                 f"{req} is not satisfied after installing")
         lines.append(CheckResult(f"req:{name}", "install", Level.OK if ok else Level.FAIL,
                                  text))
-        if name in no_deps and dist is not None:
-            missing = pipdiff.unmet(dist.metadata.get_all("Requires-Dist") or [],
-                                    pipdiff.installed_versions(after), markers)
-            if missing:
-                lines.append(CheckResult(
-                    f"unmet:{name}", "install", Level.WARN,
-                    f"{name} was installed with --no-deps ({_NO_DEPS_WHY}); unmet: "
-                    f"{', '.join(missing)}", data={"unmet": missing}))
+    return lines + _unmet_after(ctx, after, plan)
+
+
+def _unmet_after(ctx: Context, after: Target, plan: pipdiff.InstallPlan) -> list[CheckResult]:
+    """What each package the plan installed with --no-deps (manifest no_deps, requested, pinned
+    or from the lock) leaves unmet."""
+    no_deps = {str(canonicalize_name(n)) for n in ctx.manifest.no_deps}
+    markers = dict(ctx.target.markers or {})
+    lines = []
+    for name in sorted({c.name for c in plan.changes} & no_deps):
+        dist = after.get(name)
+        missing = pipdiff.unmet(dist.metadata.get_all("Requires-Dist") or [],
+                                pipdiff.installed_versions(after), markers) if dist else []
+        if missing:
+            lines.append(CheckResult(
+                f"unmet:{name}", "install", Level.WARN,
+                f"{name} was installed with --no-deps ({_NO_DEPS_WHY}); unmet: "
+                f"{', '.join(missing)}", data={"unmet": missing}))
     return lines
 
 
 def from_args(args: Namespace) -> CommandResult:
     return run(context.from_args(args), args.reqs, dry_run=args.dry_run,
-               source=context.source_from_args(args), lock=args.lock)
+               source=context.source_from_args(args), lock=args.lock,
+               mode=Mode(args.resolver))
 
 
 def configure(p: ArgumentParser) -> None:
@@ -180,6 +215,8 @@ def configure(p: ArgumentParser) -> None:
                    help="print the change set; exit 1 if it is not empty")
     p.add_argument("--lock", type=cliargs.path, metavar="FILE",
                    help="install a lock written by 'ascendpatch lock' (--require-hashes)")
+    cliargs.resolver_option(p, "the plan's resolution (pip install --dry-run --report, or uv pip "
+                           "install --dry-run)")
 
 
 COMMAND = cliargs.CommandSpec(

@@ -10,17 +10,22 @@ the lock: the image provides them. ``ascendpatch install --lock FILE`` installs 
 
 from __future__ import annotations
 
+import re
+import subprocess
 import tempfile
 from argparse import ArgumentParser, Namespace
+from collections.abc import Iterable
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
-from ascendpatch.env import pipadapter, pipdiff, stackcheck
+from ascendpatch.env import lockfile, pipadapter, provided, resolver, stackcheck
 from ascendpatch.env.pipadapter import ONLINE, PipError, Source
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.manifest.model import PackagePin
 from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
@@ -29,73 +34,135 @@ DEFAULT_UNSAFE = ("pip", "setuptools", "distribute")
 
 
 def stack_input(ctx: Context, constraints: Path) -> str:
-    protected = {canonicalize_name(p) for p in ctx.manifest.protected}
+    """pip-compile's input: the stack's pins, less the protected and the ``no_deps`` ones."""
     lines = [f"# ascendpatch lock input for manifest {ctx.manifest.name}",
              f"-c {constraints}"]
-    for pin in ctx.manifest.stack.packages:
-        if canonicalize_name(pin.name) not in protected:
-            lines.append(f"{pin.name}{pin.specifier}")
+    lines += [f"{pin.name}{pin.specifier}" for pin in _compiled_pins(ctx)]
     return "\n".join(lines) + "\n"
 
 
-def run(ctx: Context, output: Path, source: Source = ONLINE) -> CommandResult:
-    """Resolve the stack into a lock (pip-compile), then write it: nothing is written unless
-    the whole stack resolved."""
+def _names(items: Iterable[str]) -> set[str]:
+    return {str(canonicalize_name(x)) for x in items}
+
+
+def _compiled_pins(ctx: Context) -> list[PackagePin]:
+    left_out = _names(ctx.manifest.protected) | _names(ctx.manifest.no_deps)
+    return [p for p in ctx.manifest.stack.packages if canonicalize_name(p.name) not in left_out]
+
+
+def _loose_pins(ctx: Context) -> list[str]:
+    """The stack's pins that are installed with --no-deps (the manifest's no_deps)."""
+    protected, loose = _names(ctx.manifest.protected), _names(ctx.manifest.no_deps)
+    return [f"{canonicalize_name(p.name)}{p.specifier}" for p in ctx.manifest.stack.packages
+            if canonicalize_name(p.name) in loose - protected]
+
+
+def run(ctx: Context, output: Path, source: Source = ONLINE,
+        mode: resolver.Mode = resolver.Mode.AUTO) -> CommandResult:
+    """Resolve the stack into a lock (pip-compile for the pins with dependencies, pip's report
+    for the ``no_deps`` ones), then write it: nothing is written unless the whole stack
+    resolved."""
     target = ctx.target
     if target.python is None:
         raise InvalidInputError("lock needs an interpreter target (--python)")
-    protected = {canonicalize_name(x) for x in ctx.manifest.protected}
-    if not [p for p in ctx.manifest.stack.packages if canonicalize_name(p.name) not in protected]:
+    if not _compiled_pins(ctx) and not _loose_pins(ctx):
         raise InvalidInputError(f"manifest {ctx.manifest.name} pins no installable package",
                                 fix=Phrase("lock a stack manifest (", Hint(("manifests",)), ")"))
     found = stackcheck.conflicts(ctx.manifest, target, source)
     if found:
         return CommandResult("lock", tuple(stackcheck.conflict_results(found, "lock",
                                                                        "nothing was locked")))
-    unsafe = [*DEFAULT_UNSAFE, *sorted(protected)]
-    text = _compile(ctx, target.python, unsafe, source)
+    unsafe = [*DEFAULT_UNSAFE, *sorted(_names(ctx.manifest.protected))]
+    choice = resolver.choose(mode, target, ctx.env)
+    text = _compile(ctx, target.python, unsafe, source, choice) if _compiled_pins(ctx) else ""
+    loose = _loose_section(ctx, target.python, source)
     header = (f"# ascendpatch lock of manifest {ctx.manifest.name} for {target.describe()}\n"
               f"# protected (provided by the image, not locked): {', '.join(unsafe[3:])}\n"
               f"# install: ascendpatch --manifest {ctx.manifest.name} install --lock {output}\n")
+    body = header + text + loose
     to_stdout = str(output) == "-"
     if not to_stdout:
-        atomic.write_atomic(output, (header + text).encode())
+        atomic.write_atomic(output, body.encode())
     count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
+    count += loose.count(lockfile.MARK)
     return CommandResult("lock", (CheckResult("lock", "lock", Level.OK,
                                               f"locked {count} packages with hashes into "
                                               f"{'stdout' if to_stdout else output}"),),
-                         payload=header + text if to_stdout else None)
+                         payload=body if to_stdout else None, body=resolver.Used(choice))
 
 
-def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source) -> str:
-    """pip-compile's lock of the stack (hashed, protected packages left out), or PipError."""
+def _loose_section(ctx: Context, python: Path, source: Source) -> str:
+    """The ``no_deps`` pins, exact and hashed, from pip's report of the pins (the pre-flight's,
+    cached): their dependencies are not resolved, as ``install`` does not install them."""
+    pins = _loose_pins(ctx)
+    if not pins:
+        return ""
+    report = stackcheck.report(ctx.target, stackcheck.stack_pins(ctx.manifest), source)
+    return lockfile.section(report, [Requirement(p).name for p in pins], python, source)
+
+
+def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source,
+             choice: resolver.Choice) -> str:
+    """The resolver's lock of the stack (hashed, protected packages left out), or PipError."""
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "protected.txt"
-        constraints.write_text(pipdiff.constraints(ctx.target, ctx.manifest.protected))
+        constraints.write_text(provided.constraints(ctx.target, ctx.manifest.protected,
+                                                    Path(tmp)))
         spec = Path(tmp) / f"{ctx.manifest.name}.in"
         spec.write_text(stack_input(ctx, constraints))
         result = Path(tmp) / "lock.txt"
-        args = ["--generate-hashes", "--no-header", "--strip-extras",
-                *[a for u in unsafe for a in ("--unsafe-package", u)], *source.args(),
-                "-o", str(result), str(spec)]
-        proc = pipadapter.pip_compile(python, ctx.target.python_version, source, args,
-                                      cwd=Path(tmp), label=f"pip-compile {ctx.manifest.name}")
+        proc = _resolved(ctx, python, unsafe, source, choice, spec, result)
         if proc.returncode != 0:
-            raise PipError(f"pip-compile could not resolve the stack of {ctx.manifest.name}: "
-                           f"{pipadapter.explain(proc.stdout + chr(10) + proc.stderr)}; "
-                           "nothing was locked",
+            said = _unnamed(pipadapter.explain(proc.stdout + chr(10) + proc.stderr)
+                            if choice.name == "pip" else resolver.uv_said(proc.stderr),
+                            spec, Path(tmp), ctx.manifest.name)
+            tool = "pip-compile" if choice.name == "pip" else "uv"
+            raise PipError(f"{tool} could not resolve the stack of manifest "
+                           f"{ctx.manifest.name}: {said}; nothing was locked",
                            fix="pin versions that agree in the manifest, or list a package "
                                "under its no_deps")
         return result.read_text().replace(str(constraints), "protected packages (installed)")
 
 
+def _resolved(ctx: Context, python: Path, unsafe: list[str], source: Source,
+              choice: resolver.Choice, spec: Path, result: Path) \
+        -> subprocess.CompletedProcess[str]:
+    label = f"{'pip-compile' if choice.name == 'pip' else 'uv pip compile'} {ctx.manifest.name}"
+    if choice.name == "uv":
+        return resolver.compile_lock(
+            choice, python, [*[a for u in unsafe for a in ("--no-emit-package", u)],
+                             "-o", str(result), str(spec)], source, spec.parent, label)
+    args = ["--generate-hashes", "--no-header", "--strip-extras",
+            *[a for u in unsafe for a in ("--unsafe-package", u)], *source.args(),
+            "-o", str(result), str(spec)]
+    return pipadapter.pip_compile(python, ctx.target.python_version, source, args,
+                                  cwd=spec.parent, label=label)
+
+
+def _unnamed(text: str, spec: Path, tmp: Path, manifest: str) -> str:
+    """pip-compile's words with its input file (deleted when the user reads them) replaced by
+    the manifest and the requirement on that line."""
+    lines = spec.read_text().splitlines()
+
+    def line_of(found: re.Match[str]) -> str:
+        number = int(found.group(1))
+        req = lines[number - 1].strip() if 0 < number <= len(lines) else "?"
+        return f"{req} (manifest {manifest})"
+
+    text = re.sub(rf"-r {re.escape(str(spec))} \(line (\d+)\)", line_of, text)
+    return re.sub(rf"{re.escape(str(tmp))}/[^\s)]*", f"the lock input of manifest {manifest}", text)
+
+
 def from_args(args: Namespace) -> CommandResult:
-    return run(context.from_args(args), args.output, context.source_from_args(args))
+    return run(context.from_args(args), args.output, context.source_from_args(args),
+               resolver.Mode(args.resolver))
 
 
 def configure(p: ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=cliargs.output_file, required=True, metavar="FILE",
                    help="where to write the lock ('-' for stdout)")
+    cliargs.resolver_option(p, "the stack (pip-compile --generate-hashes, or uv pip compile "
+                               "--generate-hashes)")
 
 
 COMMAND = cliargs.CommandSpec(
@@ -103,6 +170,7 @@ COMMAND = cliargs.CommandSpec(
     help="compile the manifest's stack into a hashed lock (pip-tools)",
     description=("Compile the manifest's stack into a hashed requirements lock with pip-tools, "
                  "resolved for the target's Python; protected packages stay with the image."),
-    example="ascendpatch --manifest vllm-ascend-0.18.0 lock -o stack.lock",
+    example=("ascendpatch --python ./ascendpatch-sandbox/bin/python --manifest "
+             "vllm-ascend-0.18.0 lock -o stack.lock"),
     run=from_args, configure=configure, source=True,
 )

@@ -103,9 +103,11 @@ class InstallPlan:
 
 
 def steps_for(requested: Iterable[Requirement], no_deps: Iterable[str],
-              lock: str | None = None) -> tuple[PipStep, ...]:
+              lock: str | None = None, locked_loose: str | None = None) \
+        -> tuple[PipStep, ...]:
     """The pip steps of an install: the resolved requirements (and the lock, hashed), then the
-    manifest's ``no_deps`` packages with ``--no-deps``."""
+    manifest's ``no_deps`` packages with ``--no-deps`` (``locked_loose``: the lock's own, as a
+    hashed requirements file)."""
     loose_names = {canonicalize_name(n) for n in no_deps}
     wanted = list(requested)
     normal = tuple(str(r) for r in wanted if canonicalize_name(r.name) not in loose_names)
@@ -114,8 +116,9 @@ def steps_for(requested: Iterable[Requirement], no_deps: Iterable[str],
     steps = []
     if normal or locked:
         steps.append(PipStep((*locked, *normal)))
-    if loose:
-        steps.append(PipStep(loose, no_deps=True))
+    if loose or locked_loose:
+        hashed = ("-r", locked_loose, "--require-hashes") if locked_loose else ()
+        steps.append(PipStep((*hashed, *loose), no_deps=True))
     return tuple(steps)
 
 

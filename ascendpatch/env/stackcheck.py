@@ -57,18 +57,38 @@ def _cache_key(target: Target, pins: Sequence[str], source: Source) -> str | Non
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
+_READ: dict[str, dict[str, Any]] = {}  # this run's reports (lock reads its pre-flight's again)
+
+
+def report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
+    """pip's report of ``pins`` without their dependencies (metadata, and the index's hashes
+    in ``download_info``), cached on disk for exact pins, and in memory for this run."""
+    run_key = json.dumps([list(pins), str(target.python), str(source)])
+    if run_key not in _READ:
+        _READ[run_key] = _stored_report(target, pins, source)
+    return _READ[run_key]
+
+
+def stack_pins(manifest: Manifest, only: Sequence[str] | None = None) -> list[str]:
+    """The stack's pins the pre-flight reads (protected ones left to the image)."""
+    protected = {str(canonicalize_name(p)) for p in manifest.protected}
+    return [f"{canonicalize_name(p.name)}{p.specifier}" for p in manifest.stack.packages
+            if canonicalize_name(p.name) not in protected
+            and (only is None or canonicalize_name(p.name) in only)]
+
+
+def _stored_report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
     key = _cache_key(target, pins, source)
     cached = catalog.cache_dir() / "stackcheck" / f"{key}.json" if key else None
     raw = cachedir.read(cached) if cached is not None else None
     with contextlib.suppress(ValueError):
-        report = json.loads(raw) if raw is not None else None
-        if isinstance(report, dict):
-            return report
-    report = _pip_report(target, pins, source)
+        doc = json.loads(raw) if raw is not None else None
+        if isinstance(doc, dict):
+            return doc
+    fresh = _pip_report(target, pins, source)
     if cached is not None:
-        cachedir.write(cached, json.dumps(report).encode())
-    return report
+        cachedir.write(cached, json.dumps(fresh).encode())
+    return fresh
 
 
 def _pip_report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
@@ -140,14 +160,13 @@ def conflicts(manifest: Manifest, target: Target, source: Source,
 
     ``only``: the pins that will be installed (install skips those already met)."""
     pins = {str(canonicalize_name(p.name)): p.specifier for p in manifest.stack.packages}
-    protected = {str(canonicalize_name(p)) for p in manifest.protected}
-    wanted = [n for n in pins if n not in protected and (only is None or n in only)]
+    wanted = stack_pins(manifest, only)
     if not wanted:
         return []
-    report = _report(target, [f"{n}{pins[n]}" for n in wanted], source)
+    found_report = report(target, wanted, source)
     skip = {str(canonicalize_name(n)) for n in manifest.no_deps}
     found = []
-    for name, needs in _requirements(report, pins, skip, target.markers).items():
+    for name, needs in _requirements(found_report, pins, skip, target.markers).items():
         specs = [spec for _who, spec in needs if spec]
         if len(specs) < 2:
             continue

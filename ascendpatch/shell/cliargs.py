@@ -112,6 +112,15 @@ def output_file(value: str) -> Path:
     return given
 
 
+def resolver_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--resolver pip|uv|auto`` (lock, install: env/resolver.py)."""
+    parser.add_argument("--resolver", choices=["auto", "pip", "uv"], default="auto",
+                        help=f"who resolves {what}: pip (the reference), uv "
+                             f"(ascendpatch[fast], seconds), or auto (the default: uv when it "
+                             f"is installed with ascendpatch and pip's configuration "
+                             f"translates, else pip); -v and --json say which ran")
+
+
 def file_in_a_folder(value: str) -> Path:
     """--markdown / --output FILE (no stdout form): its folder must exist (else exit 2)."""
     if value == "-":

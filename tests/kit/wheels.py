@@ -126,3 +126,16 @@ def site_packages(python: Path) -> Path:
                           "print(sysconfig.get_paths()['purelib'])"],
                          capture_output=True, text=True, check=True).stdout.strip()
     return Path(out)
+
+
+def with_pip_tools(folder: Path) -> Path:
+    """``folder`` with real pip-tools and what it needs (wheels from the index, downloaded once
+    into the cache), so that ``lock --offline --wheelhouse folder`` can build its pip-compile."""
+    import shutil
+
+    cached = CACHE / "pip-tools"
+    if not any(cached.glob("pip_tools-*.whl")):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
+                        "-d", str(cached), "pip-tools"], check=True)
+    shutil.copytree(cached, folder, dirs_exist_ok=True)
+    return folder

@@ -1,0 +1,136 @@
+"""Which uv runs, if any, and with which settings (env/uvbin.py, env/pipconfig.py, resolver).
+
+ascendpatch runs as root on shared hosts: the uv it runs is the one installed with it
+(``ascendpatch[fast]``), never one on PATH, and never from a folder a second uid (a real one,
+65534, through setpriv) can write. pip's own configuration loader reads real pip.conf files
+and PIP_* variables; uv gets them as flags and variables, or pip resolves, saying why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from ascendpatch.env import pipconfig, resolver, uvbin
+from ascendpatch.env.target import from_site_packages
+from ascendpatch.errors import InvalidInputError
+from tests.kit import seconduid
+
+
+def test_the_uv_found_is_the_one_installed_with_ascendpatch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    planted = tmp_path / "bin" / "uv"
+    planted.parent.mkdir()
+    planted.write_text("#!/bin/sh\ntouch /tmp/planted-uv-ran\n")
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{planted.parent}:{os.environ['PATH']}")
+    found = uvbin.find()
+    assert found.path is not None, found.why
+    assert Path(sys.prefix).resolve() in found.path.parents and found.path != planted
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))  # as if ascendpatch lived elsewhere
+    elsewhere = uvbin.find()
+    assert elsewhere.path is None and "not in ascendpatch's own environment" in elsewhere.why
+
+
+def test_no_uv_package_means_pip_or_exit_2(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    target = from_site_packages(tmp_path)
+    assert resolver.choose(resolver.Mode.AUTO, target).name == "pip"
+    with pytest.raises(InvalidInputError, match=r"--resolver uv: uv is not installed with "
+                                                r"ascendpatch \(pip install 'ascendpatch\[fast\]'"):
+        resolver.choose(resolver.Mode.UV, target)
+    assert resolver.choose(resolver.Mode.PIP, target).name == "pip"
+
+
+def test_a_uv_another_uid_can_replace_is_refused() -> None:
+    seconduid.require()
+    with seconduid.open_folder() as shared:
+        _replaceable(shared)
+
+
+def _replaceable(shared: Path) -> None:
+    (shared / "bin").mkdir(parents=True)
+    binary = shared / "bin" / "uv"
+    binary.write_bytes(b"#!/bin/sh\n")
+    assert uvbin.unsafe(binary) is None
+    (shared / "bin").chmod(0o777)  # a folder everyone can write: uid 65534 replaces uv
+    replaced = seconduid.run("sh", "-c", f"rm -f {binary} && printf evil > {binary}")
+    assert replaced.returncode == 0, replaced.stderr
+    binary.unlink()
+    binary.write_bytes(b"#!/bin/sh\n")
+    assert uvbin.unsafe(binary) == f"{shared / 'bin'} can be written by others (mode 777)"
+    (shared / "bin").chmod(0o1777)  # sticky, like /tmp: 65534 cannot replace root's file
+    refused = seconduid.run("sh", "-c", f"rm -f {binary}")
+    assert refused.returncode != 0 and binary.exists()
+    assert uvbin.unsafe(binary) is None
+    os.chown(binary, seconduid.NOBODY, seconduid.NOBODY)
+    assert uvbin.unsafe(binary) == f"{binary} is owned by uid 65534, not by root or this user " \
+                                   f"(uid {os.geteuid()})"
+
+
+def test_pips_own_loader_reads_files_and_environment_in_pips_order(tmp_path: Path) -> None:
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://mirror.example/simple\n"
+                    "extra-index-url = https://a.example/simple\n  https://b.example/simple\n"
+                    "[install]\nfind-links = /srv/wheels\nconstraint = /srv/c.txt\n"
+                    "[download]\nindex-url = https://ignored.example/simple\n")
+    # this machine's global /etc/xdg/pip/pip.conf is not read here: XDG_CONFIG_DIRS elsewhere
+    env = {"PATH": os.environ["PATH"], "PIP_CONFIG_FILE": str(conf), "HOME": str(tmp_path),
+           "XDG_CONFIG_DIRS": str(tmp_path / "none"),
+           "PIP_INDEX_URL": "https://user:s3cret@env.example/simple", "PIP_TIMEOUT": "30",
+           "PIP_TRUSTED_HOST": "env.example"}
+    settings = pipconfig.translate(pipconfig.read(Path(sys.executable), "install", env))
+    pairs = set(zip(settings.args[::2], settings.args[1::2], strict=True))
+    assert pairs == {("--find-links", "/srv/wheels"), ("--constraint", "/srv/c.txt"),
+                     ("--allow-insecure-host", "env.example")}
+    expected = {"UV_INDEX_URL": "https://user:s3cret@env.example/simple",
+                "UV_EXTRA_INDEX_URL": "https://a.example/simple https://b.example/simple",
+                "UV_HTTP_TIMEOUT": "30"}
+    assert expected.items() <= settings.env.items()  # (/etc/pip.conf may add a cert)
+    assert "s3cret" not in " ".join(settings.args)  # never on a command line `ps` shows
+
+
+@pytest.mark.parametrize(("pairs", "args", "env"), [
+    ([("no-index", "yes"), ("pre", "1")], ("--no-index", "--prerelease", "allow"), {}),
+    ([("no-index", "0"), ("pre", "off")], (), {}),
+    ([("only-binary", ":all:"), ("no-binary", "foo")],
+     ("--only-binary", ":all:", "--no-binary", "foo"), {}),
+    ([("cert", "/c.pem"), ("proxy", "http://p:3128")], (),
+     {"SSL_CERT_FILE": "/c.pem", "HTTPS_PROXY": "http://p:3128", "HTTP_PROXY": "http://p:3128"}),
+    ([("index-url", "https://a/simple"), ("index-url", "https://b/simple")], (),
+     {"UV_INDEX_URL": "https://b/simple"}),  # the later one wins, as in pip
+    ([("disable-pip-version-check", "1"), ("progress-bar", "off")], (), {}),
+])
+def test_settings_uv_takes(pairs: list[tuple[str, str]], args: tuple[str, ...],
+                           env: dict[str, str]) -> None:
+    assert pipconfig.translate(pairs) == pipconfig.UvSettings(args, env)
+
+
+@pytest.mark.parametrize("name", ["client-cert", "use-feature", "prefer-binary", "user",
+                                  "require-hashes", "keyring-provider"])
+def test_a_setting_uv_cannot_take_means_pip_saying_which(name: str) -> None:
+    with pytest.raises(pipconfig.Untranslatable, match=f"pip's setting '{name}' has no uv"):
+        pipconfig.translate([(name, "s3cret-value")])
+
+
+def test_an_untranslatable_pip_conf_resolves_with_pip(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nclient-cert = /secret/me.pem\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    choice = resolver.choose(resolver.Mode.AUTO, from_site_packages(tmp_path))
+    assert choice.name == "pip" and "'client-cert'" in choice.why
+    assert "/secret" not in choice.why
+
+
+def test_a_pip_that_cannot_be_asked_means_pip(tmp_path: Path) -> None:
+    fake = tmp_path / "python"
+    shutil.copy("/bin/false", fake)
+    with pytest.raises(pipconfig.Untranslatable, match="could not be read"):
+        pipconfig.read(fake, "install")

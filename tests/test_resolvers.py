@@ -1,0 +1,142 @@
+"""uv and pip decide alike: the same pins, the same refusals, the same requirement chains.
+
+Issue 27 item 1: `--resolver uv` (ascendpatch[fast]) must only be faster. Every bundled stack
+is locked with real pip-compile and real uv against the real index, for a target whose
+protected packages are labelled stand-ins of the image's NPU stack at the stack's pins; the
+install cases of the torch guard (tests/kit/torchguard.py) are planned with both from a
+wheelhouse of small wheels, and their --json documents compared. Downloads are cached under
+the test cache (pip's and uv's, and ascendpatch's own cache: the pip-tools venv, the
+pre-flight's reports), so a second run reads the index's pages only.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from ascendpatch.env import standins
+from ascendpatch.manifest import loader
+from tests.kit import Run, run_cli, torchguard, wheels
+
+pytestmark = pytest.mark.integration
+
+WHEEL_STACKS = ["vllm-ascend-0.11.0", "vllm-ascend-0.13.0", "vllm-ascend-0.18.0",
+                "vllm-ascend-0.23.0"]
+NO_WHEEL = {"vllm-ascend-0.23.0.post1": "vllm-ascend==0.23.0.post1",
+            "muse-glimmer-w8a8": "vllm-ascend==0.22.1rc2"}
+PIN = re.compile(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", re.MULTILINE)
+
+
+@pytest.fixture
+def cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_CACHE_DIR", str(wheels.CACHE / "pip-http"))
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(wheels.CACHE / "ascendpatch-cache"))
+
+
+def stack_target(tmp_path: Path, name: str) -> Path:
+    """A venv holding labelled stand-ins of the protected packages the stack pins."""
+    manifest = loader.load(name)
+    python = wheels.make_venv(tmp_path / "target")
+    protected = {canonicalize_name(p) for p in manifest.protected}
+    for pin in manifest.stack.packages:
+        if canonicalize_name(pin.name) in protected:
+            version = standins.version_satisfying(SpecifierSet(pin.specifier))
+            standins.write_distribution(wheels.site_packages(python), pin.name, version,
+                                        standins.modules_for(pin.name, version))
+    return python
+
+
+def lock(python: Path, name: str, resolver: str, out: Path) -> tuple[Run, str]:
+    result = run_cli("--json", "--python", python, "--manifest", name, "lock", "-o", out,
+                     "--resolver", resolver)
+    return result, out.read_text() if out.exists() else ""
+
+
+def pins(text: str) -> set[tuple[str, str]]:
+    return {(str(canonicalize_name(n)), v) for n, v in PIN.findall(text)}
+
+
+def test_the_bundled_stacks_are_these() -> None:
+    stacks = {n for n in loader.bundled_names() if loader.load(n).stack.packages}
+    assert stacks == set(WHEEL_STACKS) | set(NO_WHEEL)
+
+
+@pytest.mark.usefixtures("cached")
+@pytest.mark.parametrize("name", WHEEL_STACKS)
+def test_each_bundled_stack_locks_alike_with_pip_and_uv(tmp_path: Path, name: str) -> None:
+    python = stack_target(tmp_path, name)
+    version = name.removeprefix("vllm-ascend-")
+    by_uv, uv_text = lock(python, name, "uv", tmp_path / "uv.lock")
+    assert by_uv.code == 0, by_uv.out + by_uv.err
+    assert by_uv.json["resolver"]["name"] == "uv"
+    by_pip, pip_text = lock(python, name, "pip", tmp_path / "pip.lock")
+    assert by_pip.code == 0, by_pip.out + by_pip.err
+    assert by_pip.json["resolver"]["name"] == "pip"
+    assert pins(uv_text) == pins(pip_text)
+    assert ("vllm-ascend", version) in pins(pip_text)
+    # vllm is the stack's no_deps package: pinned and hashed, its dependencies not locked
+    loose = [line for line in pip_text.splitlines() if line.startswith("#no-deps: ")]
+    assert loose == [line for line in uv_text.splitlines() if line.startswith("#no-deps: ")]
+    assert len(loose) == 1 and loose[0].startswith(f"#no-deps: vllm=={version} --hash=sha256:")
+    names = {n for n, _v in pins(pip_text)}
+    assert not names & {"torch", "torch-npu", "torchvision", "torchaudio", "triton-ascend"}
+
+
+@pytest.mark.parametrize("name", sorted(NO_WHEEL))
+def test_a_stack_without_a_wheel_says_so_with_either(tmp_path: Path, name: str) -> None:
+    python = wheels.make_venv(tmp_path / "venv")
+    said = {}
+    for resolver in ("pip", "uv"):
+        result = run_cli("--python", python, "--manifest", name, "lock", "-o",
+                         tmp_path / "stack.lock", "--resolver", resolver)
+        assert result.code == 1 and "Traceback" not in result.err
+        said[resolver] = result.out + result.err
+    assert said["pip"] == said["uv"]
+    assert f"no wheel on the index satisfies {NO_WHEEL[name]}" in said["pip"]
+    assert not (tmp_path / "stack.lock").exists()
+
+
+def _decision(doc: dict[str, Any]) -> list[tuple[object, ...]]:
+    return [(i["id"], i["level"], i["message"], i.get("fix"), i.get("data"))
+            for i in doc["results"]]
+
+
+@pytest.mark.parametrize("reqs", torchguard.CASES, ids="+".join)
+def test_the_torch_guard_plans_alike_with_pip_and_uv(tmp_path: Path,
+                                                     reqs: tuple[str, ...]) -> None:
+    world = torchguard.world(tmp_path)
+    docs = {}
+    for resolver in ("pip", "uv"):
+        result = run_cli("--json", "--python", world["python"], "--manifest",
+                         world["manifest"], "install", "--dry-run", "--offline",
+                         "--wheelhouse", world["house"], "--resolver", resolver, *reqs)
+        docs[resolver] = result.json
+        assert docs[resolver]["resolver"]["name"] == resolver, docs[resolver]["resolver"]
+    assert _decision(docs["uv"]) == _decision(docs["pip"])
+    assert docs["uv"]["exit_code"] == docs["pip"]["exit_code"] == 1
+    if reqs == ("chain-top",):  # the chain is named, whoever resolved
+        assert docs["uv"]["results"][0]["data"]["chain"] == ["chain-top 1.0", "chain-mid 1.0",
+                                                              "torch 2.5.0"]
+
+
+@pytest.mark.usefixtures("cached")
+def test_the_lock_help_example_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lock --help`'s example, word for word, on the sandbox install.sh builds."""
+    from ascendpatch.commands.lock import COMMAND
+
+    monkeypatch.chdir(tmp_path)
+    made = run_cli("sandbox", "./ascendpatch-sandbox", "--vllm-ascend", "0.18.0",
+                   "--wheelhouse", wheels.wheel("0.18.0").parent)
+    assert made.code == 0, made.out + made.err
+    words = shlex.split(COMMAND.example)
+    assert words[0] == "ascendpatch"
+    result = run_cli(*words[1:])
+    assert result.code == 0, result.out + result.err
+    text = (tmp_path / "stack.lock").read_text()
+    assert ("vllm-ascend", "0.18.0") in pins(text) and "#no-deps: vllm==0.18.0 " in text
