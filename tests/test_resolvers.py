@@ -20,9 +20,10 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
+from ascendpatch import hashing
 from ascendpatch.env import standins
 from ascendpatch.manifest import loader
-from tests.kit import Run, run_cli, torchguard, wheels
+from tests.kit import Run, build_wheel, run_cli, torchguard, wheels
 
 pytestmark = pytest.mark.integration
 
@@ -140,3 +141,20 @@ def test_the_lock_help_example_works(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert result.code == 0, result.out + result.err
     text = (tmp_path / "stack.lock").read_text()
     assert ("vllm-ascend", "0.18.0") in pins(text) and "#no-deps: vllm==0.18.0 " in text
+
+
+@pytest.mark.usefixtures("cached")
+def test_the_sdist_only_fix_works(tmp_path: Path) -> None:
+    """Following the advice for 0.23.0.post1 (its wheel, built where CANN is, in a wheelhouse:
+    here a labelled stand-in wheel of that name) locks the stack."""
+    house = tmp_path / "house"
+    build_wheel(house, "vllm-ascend", "0.23.0.post1",
+                files={"vllm_ascend/__init__.py": "'''stand-in: built on an NPU host'''\n"})
+    python = stack_target(tmp_path, "vllm-ascend-0.23.0.post1")
+    result = run_cli("--python", python, "--manifest", "vllm-ascend-0.23.0.post1", "lock", "-o",
+                     tmp_path / "stack.lock", "--wheelhouse", house, "--resolver", "uv")
+    assert result.code == 0, result.out + result.err
+    text = (tmp_path / "stack.lock").read_text()
+    digest = hashing.sha256_file(house / "vllm_ascend-0.23.0.post1-py3-none-any.whl")
+    assert f"vllm-ascend==0.23.0.post1 \\\n    --hash=sha256:{digest}" in text
+    assert "#no-deps: vllm==0.23.0 --hash=sha256:" in text

@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -101,13 +102,41 @@ def _pip_report(target: Target, pins: Sequence[str], source: Source) -> dict[str
         proc = pipadapter.run_pip([*base, *pins])
     if proc.returncode != 0:
         why = pipadapter.explain(proc.stderr).replace("no release on", "no wheel on")
-        raise PipError(f"cannot read the metadata of the stack's pins from wheels ({why}); "
-                       "ascendpatch installs wheels only",
-                       fix="put the missing wheel in a wheelhouse (--wheelhouse DIR) or fix "
-                           "the pin in the manifest")
+        found = _MISSING.search(proc.stderr)
+        more, fix = _no_wheel(target, found.group(1), source) if found else ("", _FIX)
+        raise PipError(f"cannot read the metadata of the stack's pins from wheels ({why}){more}"
+                       "; ascendpatch installs wheels only", fix=fix)
     report = json.loads(proc.stdout)
     assert isinstance(report, dict)
     return report
+
+
+_MISSING = re.compile(r"No matching distribution found for (\S+)")
+_FIX = "put the missing wheel in a wheelhouse (--wheelhouse DIR) or fix the pin in the manifest"
+
+
+def _no_wheel(target: Target, pin: str, source: Source) -> tuple[str, str]:
+    """Why a pin has no wheel (the index has only its sdist, or no such release at all) and
+    the fix for that case, from ``pip index versions --pre`` (every release, sdists too)."""
+    try:
+        req = Requirement(pin)
+    except InvalidRequirement:
+        return "", _FIX
+    exact = [s.version for s in req.specifier if s.operator == "=="]
+    proc = pipadapter.run_pip(["--python", str(target.python), "index", "versions", "--pre",
+                               "--disable-pip-version-check", *source.args(), req.name])
+    listed = re.search(r"^Available versions: (.*)$", proc.stdout, re.MULTILINE)
+    versions = [v.strip() for v in listed.group(1).split(",")] if listed else []
+    if not exact or proc.returncode != 0:
+        return "", _FIX
+    if exact[0] in versions:
+        return (f"; the index has only an sdist of {req.name} {exact[0]}, which builds only "
+                f"where its NPU toolchain (CANN) is installed",
+                f"build the wheel on such a host (pip wheel --no-deps {req.name}=={exact[0]} -w "
+                f"DIR) and pass --wheelhouse DIR, or pin a release with a wheel")
+    return (f"; the index has no release {exact[0]} of {req.name} at all",
+            f"pin a release of {req.name} the index has, or put its wheel in a wheelhouse "
+            f"(--wheelhouse DIR)")
 
 
 def _requirements(report: Mapping[str, Any], pins: Mapping[str, str], skip: set[str],
