@@ -3,9 +3,10 @@
 pip-compile resolves for the interpreter it runs in, so it runs from a small venv created *from
 the target interpreter* (same Python version, platform and markers), cached under
 ``$ASCENDPATCH_CACHE`` (default ~/.cache/ascendpatch), both by env/pipadapter. Protected
-packages are resolved against their installed versions (a constraints file) and left out of
-the lock: the image provides them. ``ascendpatch install --lock FILE`` installs it with
-``--require-hashes``.
+packages are resolved as the target has them (env/provided.py) and left out of the lock: the
+image provides them. The manifest's ``no_deps`` packages are not resolved: they are recorded
+pinned with their hashes (env/lockfile.py). ``--resolver`` picks pip-compile or uv
+(env/resolver.py). ``ascendpatch install --lock FILE`` installs it with ``--require-hashes``.
 """
 
 from __future__ import annotations
@@ -167,9 +168,11 @@ def configure(p: ArgumentParser) -> None:
 
 COMMAND = cliargs.CommandSpec(
     name="lock",
-    help="compile the manifest's stack into a hashed lock (pip-tools)",
-    description=("Compile the manifest's stack into a hashed requirements lock with pip-tools, "
-                 "resolved for the target's Python; protected packages stay with the image."),
+    help="compile the manifest's stack into a hashed lock (pip-tools or uv)",
+    description=("Compile the manifest's stack into a hashed requirements lock with pip-tools "
+                 "(or uv: --resolver), resolved for the target's Python; protected packages stay "
+                 "with the image, no_deps packages are recorded pinned and hashed, to be "
+                 "installed with --no-deps by install --lock."),
     example=("ascendpatch --python ./ascendpatch-sandbox/bin/python --manifest "
              "vllm-ascend-0.18.0 lock -o stack.lock"),
     run=from_args, configure=configure, source=True,

@@ -126,7 +126,7 @@ def compile_lock(choice: Choice, python: Path, args: Sequence[str], source: Sour
                  cwd: Path, label: str) -> subprocess.CompletedProcess[str]:
     """``uv pip compile --generate-hashes`` for ``python``; ``args``: its own (output, input,
     --no-emit-package ...)."""
-    return _uv(choice, ["compile", "--python", str(python), "--generate-hashes",
+    return _uv(choice, ["compile", "--python", str(python.absolute()), "--generate-hashes",
                         "--no-header", *args], source, label=label, cwd=cwd)
 
 
@@ -140,7 +140,7 @@ def dry_run_report(choice: Choice, target: Target, requirements: Sequence[str],
     from ascendpatch.env import stackcheck
 
     assert target.python is not None
-    proc = _uv(choice, ["install", "--dry-run", "--python", str(target.python), *extra,
+    proc = _uv(choice, ["install", "--dry-run", "--python", str(target.python.absolute()), *extra,
                         *requirements], source,
                label=f"uv pip install --dry-run {' '.join(requirements)[-60:]}")
     if proc.returncode != 0:
