@@ -59,7 +59,8 @@ def _lock(tmp_path: Path, house: Path) -> Run:
     manifest = write_manifest(tmp_path / "stack.yaml", [], protected=["torch"],
                               stack={"packages": {"helper": "==1.0"}})
     return run_cli("--python", tmp_path / "venv" / "bin" / "python", "--manifest", manifest,
-                   "lock", "-o", tmp_path / "stack.lock", "--offline", "--wheelhouse", house)
+                   "lock", "-o", tmp_path / "stack.lock", "--offline", "--wheelhouse", house,
+                   "--resolver", "pip")  # pip-compile's venv is what these tests guard
 
 
 def test_lock_never_runs_a_pip_compile_another_user_planted(

@@ -116,7 +116,9 @@ def _resolve(ctx: Context, steps: Sequence[pipdiff.PipStep], source: Source,
 
 def _report(ctx: Context, step: pipdiff.PipStep, source: Source, choice: resolver.Choice) \
         -> dict[str, Any]:
-    if choice.name == "uv":
+    # --require-hashes (a lock): uv wants a hash even for what is installed already, pip
+    # does not, so a lock's plan is always pip's
+    if choice.name == "uv" and "--require-hashes" not in step.args:
         try:
             return resolver.dry_run_report(choice, ctx.target, step.args, source, step.options)
         except resolver.MetadataUnavailable as exc:

@@ -17,6 +17,7 @@ import tempfile
 from argparse import ArgumentParser, Namespace
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -69,14 +70,15 @@ def run(ctx: Context, output: Path, source: Source = ONLINE,
     if not _compiled_pins(ctx) and not _loose_pins(ctx):
         raise InvalidInputError(f"manifest {ctx.manifest.name} pins no installable package",
                                 fix=Phrase("lock a stack manifest (", Hint(("manifests",)), ")"))
-    found = stackcheck.conflicts(ctx.manifest, target, source)
+    pins_report = stackcheck.report(target, stackcheck.stack_pins(ctx.manifest), source)
+    found = stackcheck.conflicts(ctx.manifest, target, source, pins_report=pins_report)
     if found:
         return CommandResult("lock", tuple(stackcheck.conflict_results(found, "lock",
                                                                        "nothing was locked")))
     unsafe = [*DEFAULT_UNSAFE, *sorted(_names(ctx.manifest.protected))]
     choice = resolver.choose(mode, target, ctx.env)
     text = _compile(ctx, target.python, unsafe, source, choice) if _compiled_pins(ctx) else ""
-    loose = _loose_section(ctx, target.python, source)
+    loose = _loose_section(ctx, target.python, source, pins_report)
     header = (f"# ascendpatch lock of manifest {ctx.manifest.name} for {target.describe()}\n"
               f"# protected (provided by the image, not locked): {', '.join(unsafe[3:])}\n"
               f"# install: ascendpatch --manifest {ctx.manifest.name} install --lock {output}\n")
@@ -92,14 +94,14 @@ def run(ctx: Context, output: Path, source: Source = ONLINE,
                          payload=body if to_stdout else None, body=resolver.Used(choice))
 
 
-def _loose_section(ctx: Context, python: Path, source: Source) -> str:
-    """The ``no_deps`` pins, exact and hashed, from pip's report of the pins (the pre-flight's,
-    cached): their dependencies are not resolved, as ``install`` does not install them."""
+def _loose_section(ctx: Context, python: Path, source: Source,
+                   pins_report: dict[str, Any]) -> str:
+    """The ``no_deps`` pins, exact and hashed, from pip's report of the pins (the
+    pre-flight's): their dependencies are not resolved, as ``install`` does not install them."""
     pins = _loose_pins(ctx)
     if not pins:
         return ""
-    report = stackcheck.report(ctx.target, stackcheck.stack_pins(ctx.manifest), source)
-    return lockfile.section(report, [Requirement(p).name for p in pins], python, source)
+    return lockfile.section(pins_report, [Requirement(p).name for p in pins], python, source)
 
 
 def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source,

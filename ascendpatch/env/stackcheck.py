@@ -58,16 +58,10 @@ def _cache_key(target: Target, pins: Sequence[str], source: Source) -> str | Non
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-_READ: dict[str, dict[str, Any]] = {}  # this run's reports (lock reads its pre-flight's again)
-
-
 def report(target: Target, pins: Sequence[str], source: Source) -> dict[str, Any]:
     """pip's report of ``pins`` without their dependencies (metadata, and the index's hashes
-    in ``download_info``), cached on disk for exact pins, and in memory for this run."""
-    run_key = json.dumps([list(pins), str(target.python), str(source)])
-    if run_key not in _READ:
-        _READ[run_key] = _stored_report(target, pins, source)
-    return _READ[run_key]
+    in ``download_info``), cached for exact pins."""
+    return _stored_report(target, pins, source)
 
 
 def stack_pins(manifest: Manifest, only: Sequence[str] | None = None) -> list[str]:
@@ -184,15 +178,17 @@ def _candidates(name: str, source: Source) -> list[Version]:
 
 
 def conflicts(manifest: Manifest, target: Target, source: Source,
-              only: Sequence[str] | None = None) -> list[Conflict]:
+              only: Sequence[str] | None = None,
+              pins_report: Mapping[str, Any] | None = None) -> list[Conflict]:
     """Packages that no release on the index can give to every party of the stack.
 
-    ``only``: the pins that will be installed (install skips those already met)."""
+    ``only``: the pins that will be installed (install skips those already met);
+    ``pins_report``: :func:`report` of :func:`stack_pins`, when the caller has it."""
     pins = {str(canonicalize_name(p.name)): p.specifier for p in manifest.stack.packages}
     wanted = stack_pins(manifest, only)
     if not wanted:
         return []
-    found_report = report(target, wanted, source)
+    found_report = pins_report if pins_report is not None else report(target, wanted, source)
     skip = {str(canonicalize_name(n)) for n in manifest.no_deps}
     found = []
     for name, needs in _requirements(found_report, pins, skip, target.markers).items():
