@@ -1,0 +1,135 @@
+"""The environment `serve` gives vLLM (ascendpatch/deploy/serve_env.py): set_env.sh scripts
+sourced by real bash into the child's environment only, refused where a second uid (a real
+one: 65534 through setpriv) could have written them; the manifest's env on top; secrets masked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ascendpatch.deploy import serve_env
+from ascendpatch.errors import InvalidInputError
+from tests.kit import seconduid
+
+TOOLKIT, ATB = serve_env.STANDARD
+
+
+@pytest.fixture()
+def root() -> Iterator[Path]:
+    with seconduid.open_folder("ascendpatch-serve-") as folder:
+        yield folder
+
+
+def _script(root: Path, rel: str, body: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for parent in [p for p in path.parents if root in p.parents or p == root]:
+        parent.chmod(0o755)
+    path.write_text(body)
+    path.chmod(0o644)
+    return path
+
+
+def _env(root: Path, **more: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], serve_env.ROOT_VAR: str(root),
+            "LD_LIBRARY_PATH": "/opt/old", **more}
+
+
+def test_the_child_gets_what_the_scripts_export_and_this_process_does_not(root: Path) -> None:
+    _script(root, TOOLKIT, "export ASCEND_TOOLKIT_HOME=/x/toolkit\n"
+                           "export LD_LIBRARY_PATH=/x/lib64:$LD_LIBRARY_PATH\n"
+                           "export HCCL_TOKEN=hidden-value\necho chatter\nunset GONE\n")
+    _script(root, ATB, "export ATB_HOME_PATH=/x/atb\nfalse\n")  # a false last line is fine
+    before = dict(os.environ)
+    built = serve_env.build(_env(root, GONE="1"), [], {"HF_HUB_OFFLINE": "1"})
+    assert dict(os.environ) == before
+    assert built.env["ASCEND_TOOLKIT_HOME"] == "/x/toolkit"
+    assert built.env["LD_LIBRARY_PATH"] == "/x/lib64:/opt/old"
+    assert built.env["ATB_HOME_PATH"] == "/x/atb" and built.env["HF_HUB_OFFLINE"] == "1"
+    assert "GONE" not in built.env and built.removed == ("GONE",)
+    assert "SHLVL" not in built.env and "_" not in built.env  # bash's own, not the scripts'
+    shown = built.shown_additions()
+    assert "HCCL_TOKEN=<set, value hidden>" in shown and "hidden-value" not in str(shown)
+    assert built.sourced == (root / TOOLKIT, root / ATB)
+
+
+def test_no_script_at_the_standard_paths_changes_nothing_but_the_manifest_env(root: Path) -> None:
+    built = serve_env.build(_env(root), [], {"A": "1"})
+    assert built.sourced == () and built.added == (("A", "1"),)
+
+
+def test_the_manifest_names_its_own_scripts(root: Path) -> None:
+    _script(root, TOOLKIT, "export FROM_STANDARD=1\n")
+    own = _script(root, "opt/cann/set_env.sh", "export FROM_MANIFEST=1\n")
+    built = serve_env.build(_env(root), [str(own)], {})
+    assert built.env.get("FROM_MANIFEST") == "1" and "FROM_STANDARD" not in built.env
+    with pytest.raises(InvalidInputError, match="not a file"):
+        serve_env.build(_env(root), [str(root / "missing.sh")], {})
+
+
+def test_a_script_in_a_folder_a_second_uid_can_write_is_refused(root: Path) -> None:
+    script = _script(root, TOOLKIT, "export OK=1\n")
+    script.parent.chmod(0o777)  # world-writable, not sticky
+    with pytest.raises(InvalidInputError, match="can be written by other users"):
+        serve_env.build(_env(root), [], {})
+    replaced = seconduid.run("sh", "-c", f"rm -f {script} && echo 'export OWNED=1' > {script}")
+    assert replaced.returncode == 0, replaced.stderr  # the danger is real: uid 65534 did it
+    with pytest.raises(InvalidInputError, match="refusing to source"):
+        serve_env.build(_env(root), [], {})
+
+
+def test_a_sticky_folder_others_can_write_is_fine_for_an_entry_of_ours(root: Path) -> None:
+    script = _script(root, TOOLKIT, "export OK=1\n")
+    script.parent.chmod(0o1777)  # like /tmp: others cannot replace what root owns
+    assert serve_env.build(_env(root), [], {}).env["OK"] == "1"
+
+
+def test_a_script_or_folder_another_uid_owns_is_refused(root: Path) -> None:
+    script = _script(root, TOOLKIT, "export OK=1\n")
+    os.chown(script, seconduid.NOBODY, seconduid.NOBODY)
+    with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+        serve_env.build(_env(root), [], {})
+    os.chown(script, 0, 0)
+    os.chown(script.parent, seconduid.NOBODY, seconduid.NOBODY)
+    with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+        serve_env.build(_env(root), [], {})
+
+
+def test_a_link_to_a_script_another_uid_can_write_is_refused(root: Path) -> None:
+    theirs = root / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, seconduid.NOBODY, seconduid.NOBODY)
+    planted = seconduid.run("sh", "-c", f"echo 'export X=1' > {theirs}/set_env.sh")
+    assert planted.returncode == 0, planted.stderr
+    link = root / TOOLKIT
+    link.parent.mkdir(parents=True)
+    link.symlink_to(theirs / "set_env.sh")
+    with pytest.raises(InvalidInputError, match="refusing to source"):
+        serve_env.build(_env(root), [], {})
+
+
+def test_a_fifo_at_the_standard_path_is_refused(root: Path) -> None:
+    fifo = root / TOOLKIT
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    assert serve_env.candidates([], _env(root)) == []  # not a file: not a script to source
+
+
+def test_a_failing_script_is_one_line_with_no_secret(root: Path) -> None:
+    _script(root, TOOLKIT, "exec kill -9 $$\n")
+    with pytest.raises(InvalidInputError, match="failed") as caught:
+        serve_env.build(_env(root, DB_PASSWORD="pw-123"), [], {})
+    assert "pw-123" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.binary(max_size=300))
+def test_the_env_reader_takes_any_bytes(data: bytes) -> None:
+    parsed = serve_env._parse(data)
+    assert all(isinstance(k, str) and isinstance(v, str) and k for k, v in parsed.items())
