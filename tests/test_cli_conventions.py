@@ -38,7 +38,7 @@ def test_timeouts_share_one_name_pattern_and_old_spellings_still_work() -> None:
     timeouts = sorted({o for sub in _subparsers().values() for a in sub._actions
                        for o in a.option_strings if "timeout" in o or o == "--grace"})
     assert timeouts == ["--grace", "--grace-timeout", "--lock-timeout", "--probe-timeout",
-                        "--request-timeout", "--timeout"]
+                        "--ready-timeout", "--request-timeout", "--timeout"]
     parser = build_parser()
     assert parser.parse_args(["stop", "--grace", "3"]).grace == 3.0
     assert parser.parse_args(["stop", "--grace-timeout", "4"]).grace == 4.0

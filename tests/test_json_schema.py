@@ -82,6 +82,7 @@ def _every_command(w: dict[str, Path]) -> dict[str, list[list[str]]]:
         "logs": [[*t, "logs", str(w["log"])]],
         "smoke": [["smoke", "--url", "http://127.0.0.1:9", "--request-timeout", "2"]],
         "check-launch": [["check-launch", "--", "vllm", "serve", str(tmp)]],
+        "serve": [[*t, "serve"], [*t, "serve", "--", "vllm", "serve", str(tmp / "missing")]],
         "stop": [["stop", "--pid", str(_dead_pid())]],
         "capture": [[*t, "capture", "demo", "--id", "demo-cap",
                      "--output", str(tmp / "cap.patch")]],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from argparse import REMAINDER, ArgumentParser, Namespace
+from argparse import ArgumentParser, Namespace
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -92,8 +92,7 @@ def configure(p: ArgumentParser) -> None:
                    help="a deploy config to check (vllm-omni stage knobs, serve arguments)")
     p.add_argument("--model-dir", type=cliargs.path, metavar="DIR",
                    help="the model folder (default: the one the command names)")
-    p.add_argument("serve", nargs=REMAINDER, metavar="-- COMMAND",
-                   help="the vllm serve command line, after --")
+    cliargs.serve_command(p)
 
 
 COMMAND = cliargs.CommandSpec(

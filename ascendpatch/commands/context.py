@@ -101,7 +101,8 @@ class Reach(enum.Enum):
 # INTERPRETER commands; hints repeat --python / --site-packages only for commands with a reach.
 REACH = {"apply": Reach.SITE, "plan": Reach.SITE, "revert": Reach.SITE, "status": Reach.SITE,
          "snapshot": Reach.SITE, "audit": Reach.SITE, "verify": Reach.INTERPRETER,
-         "install": Reach.INTERPRETER, "lock": Reach.INTERPRETER, "capture": Reach.INTERPRETER}
+         "install": Reach.INTERPRETER, "lock": Reach.INTERPRETER, "capture": Reach.INTERPRETER,
+         "serve": Reach.INTERPRETER}
 
 
 def reach(command: str | None) -> Reach:

@@ -139,6 +139,12 @@ def with_option(p: argparse.ArgumentParser, text: str = "also this optional arti
                    help=text)
 
 
+def serve_command(p: argparse.ArgumentParser) -> None:
+    """The ``-- vllm serve ...`` command line (check-launch, serve)."""
+    p.add_argument("serve", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                   help="the vllm serve command line, after --")
+
+
 def folder(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", type=path, metavar="DIR",
                    help="the folder to create or update")
@@ -178,8 +184,8 @@ class Command(NamedTuple):
 # Every command, in the order of `ascendpatch --help`: ascendpatch/commands/MODULE.py each.
 COMMANDS = tuple(map(Command, (
     "apply", "plan", "revert", "status", "verify", "install", "lock", "snapshot", "audit",
-    "diff", "sandbox", "bundle", "logs", "smoke", "check_launch", "stop", "capture", "port",
-    "catalog_check", "fleet_report", "manifests",
+    "diff", "sandbox", "bundle", "logs", "smoke", "check_launch", "serve", "stop", "capture",
+    "port", "catalog_check", "fleet_report", "manifests",
 )))
 
 

@@ -1,0 +1,215 @@
+"""Start ``vllm serve`` for ``ascendpatch serve`` and wait until it is ready.
+
+The server is a new session and process-group leader (its PID is its group's: the pid file
+names the whole group), with no terminal and its output in the log file. Ready means both
+``Application startup complete`` in the log and ``GET /v1/models`` answering 200: the first
+start compiles for minutes ("don't call it dead too early"), so only the process's death or
+the ready timeout ends the wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendpatch import progress
+from ascendpatch.deploy import procs, smoke
+from ascendpatch.deploy.launch import flag_value
+from ascendpatch.deploy.text import printable
+from ascendpatch.errors import InvalidInputError
+from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.store.atomic import write_atomic
+
+READY_MARKER = "Application startup complete"
+DEFAULT_PORT = 8000  # vllm serve's own default
+STOP_GRACE = 10.0
+POLL = 0.5
+TAIL_BYTES = 64 * 1024
+_PREFIX = re.compile(r"^(?:\([^)]*\)\s*)?(?:[A-Z]+\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s*)?"
+                     r"(?:\[[^\]]*\]\s*)?")
+
+
+def port_of(argv: Sequence[str]) -> int:
+    value = flag_value(argv, "--port")
+    try:
+        port = int(value) if value is not None else DEFAULT_PORT
+    except ValueError:
+        raise InvalidInputError(f"--port {printable(str(value))} of the serve command is not a "
+                                "number") from None
+    if not 0 < port < 65536:
+        raise InvalidInputError(f"--port {port} of the serve command is not a TCP port")
+    return port
+
+
+def host_of(argv: Sequence[str]) -> str:
+    host = flag_value(argv, "--host")
+    return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
+
+
+def runtime_dir(env: Mapping[str, str]) -> Path:
+    """$XDG_RUNTIME_DIR/ascendpatch, else /run/ascendpatch."""
+    base = env.get("XDG_RUNTIME_DIR")
+    return Path(base) / "ascendpatch" if base and Path(base).is_dir() else \
+        Path("/run/ascendpatch")
+
+
+def private_dir(folder: Path) -> Path:
+    """``folder`` created (mode 0700) or checked: ours, no other user may write it."""
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700, parents=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or \
+            info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise InvalidInputError(f"{folder} is not a folder of yours that only you can write",
+                                fix="remove it, or pass --pidfile and --log elsewhere")
+    return folder
+
+
+def running_pid(pidfile: Path) -> int | None:
+    """The live vLLM server a pid file names (None: no file, or it names no live server)."""
+    try:
+        handle, _ = open_regular(pidfile, follow_links=False)
+    except (OSError, NotRegularFileError):  # an unreadable file names no server
+        return None
+    with handle:
+        text = handle.read(64).decode("ascii", errors="replace").strip()
+    proc = procs.read(int(text)) if text.isdigit() and 1 < int(text) < 1 << 22 else None
+    return proc.pid if proc is not None and proc.is_vllm_server and not proc.zombie else None
+
+
+def write_pidfile(pidfile: Path, pid: int) -> None:
+    write_atomic(pidfile, f"{pid}\n".encode(), 0o644)
+
+
+def open_log(path: Path) -> int:
+    """A new log file (a link planted at its name is not followed)."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
+                       os.O_CLOEXEC | os.O_NOCTTY, 0o640)
+    except OSError as exc:
+        raise InvalidInputError(f"--log {path} cannot be written ({exc.strerror})") from None
+
+
+def _tee(source: int, log: int, echo: int) -> None:
+    for chunk in iter(lambda: os.read(source, 65536), b""):
+        os.write(log, chunk)
+        with contextlib.suppress(OSError):  # a closed terminal never stops the log
+            os.write(echo, chunk)
+    os.close(log)
+
+
+def spawn(argv: Sequence[str], env: Mapping[str, str], log: Path,
+          echo: int | None = None) -> subprocess.Popen[bytes]:
+    """``argv`` as a new session's leader, stdout and stderr to ``log`` (and to the file
+    descriptor ``echo`` too, when given)."""
+    fd = open_log(log)
+    try:
+        process = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL,
+                                   stdout=fd if echo is None else subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        os.close(fd)
+        raise InvalidInputError(f"cannot start {printable(argv[0])} ({exc.strerror})",
+                                fix="check the serve command after --") from None
+    if echo is None:
+        os.close(fd)
+    else:
+        assert process.stdout is not None
+        threading.Thread(target=_tee, args=(process.stdout.fileno(), fd, echo), daemon=True).start()
+    return process
+
+
+def stage(line: str) -> str:
+    """What a log line says the server is doing, without vLLM's prefix."""
+    text = printable(_PREFIX.sub("", line.strip()))
+    return text if len(text) <= 70 else text[:69] + "…"
+
+
+class LogWatch:
+    """The log as the server writes it: whether the ready marker came, the last line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.ready, self.last, self._rest = path, 0, False, "", b""
+
+    def poll(self) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read(TAIL_BYTES)
+        except OSError:
+            return
+        self.offset += len(data)
+        lines = (self._rest + data).split(b"\n")
+        self._rest = lines.pop()[-TAIL_BYTES:]
+        for raw in lines:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            if line.strip():
+                self.last = line
+            self.ready = self.ready or READY_MARKER in line
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ready: bool
+    seconds: float
+    exit_code: int | None = None  # the server exited before it was ready (None: it did not)
+    stage: str = ""
+
+
+def wait_ready(process: subprocess.Popen[bytes], log: Path, endpoint: smoke.Endpoint,
+               timeout: float, reap: Callable[[], None] = lambda: None,
+               sleep: Callable[[float], None] = time.sleep) -> Outcome:
+    """Wait for the marker and /v1/models, the process's exit, or ``timeout`` seconds."""
+    watch, start = LogWatch(log), time.monotonic()
+    shown = ""
+    task: contextlib.ExitStack = contextlib.ExitStack()
+    with task:
+        while True:
+            reap()
+            watch.poll()
+            elapsed = time.monotonic() - start
+            if process.poll() is not None:
+                return Outcome(False, elapsed, process.returncode, stage(watch.last))
+            if watch.ready and smoke.models(endpoint, 5.0)[0].ok:
+                return Outcome(True, elapsed, None, stage(watch.last))
+            if elapsed > timeout:
+                return Outcome(False, elapsed, None, stage(watch.last))
+            now = stage(watch.last) or "starting"
+            if now != shown:  # a progress line per stage: elapsed so far, what it does
+                shown = now
+                task.close()
+                task = contextlib.ExitStack()
+                task.enter_context(progress.task(f"vllm serve, {elapsed:.0f} s: {now}"))
+            sleep(POLL)
+
+
+def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE,
+               reap: Callable[[], None] = lambda: None) -> list[procs.Proc]:
+    """TERM the server's group, KILL what is left after ``grace``, until no member is left
+    (its EngineCore outlives a killed API server: pit 2); returns the members found."""
+    group = process.pid
+    found = members(group)
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, sig)
+        deadline = time.monotonic() + wait
+        while members(group) and time.monotonic() < deadline:
+            reap()
+            process.poll()
+            time.sleep(0.1)
+    process.poll()
+    return found
+
+
+def members(group: int) -> list[procs.Proc]:
+    """The processes of ``group`` that still run (zombies do not count)."""
+    return [p for p in procs.all_procs() if p.pgid == group and not p.zombie]
