@@ -26,8 +26,10 @@ _WORD_ASSIGNMENT = re.compile(r"(?P<name>-*[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>.
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+\S+")
 
 
-# a count of tokens, not a token: vLLM's --max-num-batched-tokens, max_tokens, max_image_tokens
-_COUNTS = frozenset({"TOKENS"})
+# words that contain a marker and hold no credential: vLLM's token counts (--max-num-batched-
+# tokens, max_tokens, max_image_tokens) and its tokenizer options (--tokenizer PATH)
+_NOT_SECRET = frozenset({"TOKENS", "TOKENIZER", "TOKENIZERS", "TOKENIZATION", "DETOKENIZE",
+                         "DETOKENIZER"})
 # where a name's words meet: -, _, ., a space, or a lower-case letter before a capital (apiKey)
 _WORD_BREAK = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
@@ -35,14 +37,14 @@ _WORD_BREAK = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 def is_secret(name: str) -> bool:
     """A name that looks like it holds a credential: its value is never shown, only presence.
 
-    A word of the name ends with a marker (``HF_TOKEN``, ``apiKey``, ``DBPASSWORD``) or is a
-    marker's plural (``API_KEYS``); ``TOKENS`` is a count and ``--tokenizer`` a path, so
-    vLLM's ``--max-num-batched-tokens 256`` stays readable in a shown command line."""
+    A word of the name holds a marker (``HF_TOKEN2``, ``apiKey``, ``PASSWORDHASH``), unless the
+    word is one of vLLM's counts or tokenizer options: ``--max-num-batched-tokens 256`` and
+    ``--tokenizer PATH`` stay readable in a shown command line, ``--hf-token`` does not."""
     for word in _WORD_BREAK.split(name):
         upper = word.upper()
-        if upper in _COUNTS:
+        if upper.rstrip("0123456789") in _NOT_SECRET:
             continue
-        if any(upper.endswith(marker) or upper == f"{marker}S" for marker in SECRET_MARKERS):
+        if any(marker in upper for marker in SECRET_MARKERS):
             return True
     return False
 
