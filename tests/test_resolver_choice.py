@@ -134,3 +134,15 @@ def test_a_pip_that_cannot_be_asked_means_pip(tmp_path: Path) -> None:
     shutil.copy("/bin/false", fake)
     with pytest.raises(pipconfig.Untranslatable, match="could not be read"):
         pipconfig.read(fake, "install")
+
+
+def test_a_pip_conf_pip_cannot_parse_never_shows_its_password(tmp_path: Path) -> None:
+    """pip's parser quotes the line it cannot read; an index URL's password in it is masked
+    (on 1ae4e26 it reached --json's resolver.why and the [WARN] line in clear)."""
+    conf = tmp_path / "pip.conf"
+    conf.write_text("index-url = https://user:hunter2@mirror.example/simple\n")  # no [section]
+    env = {"PATH": os.environ["PATH"], "PIP_CONFIG_FILE": str(conf), "HOME": str(tmp_path),
+           "XDG_CONFIG_DIRS": str(tmp_path / "none")}
+    with pytest.raises(pipconfig.Untranslatable, match="could not be read") as caught:
+        pipconfig.read(Path(sys.executable), "install", env)
+    assert "hunter2" not in str(caught.value)

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ascendpatch import redact
+
 _READ = """
 import json, sys
 from pip._internal.configuration import Configuration
@@ -71,8 +73,9 @@ def read(python: Path, command: str, env: Mapping[str, str] | None = None) \
                           check=False, stdin=subprocess.DEVNULL, timeout=60,
                           env=dict(env) if env is not None else None)
     if proc.returncode != 0:
-        raise Untranslatable("pip's configuration could not be read "
-                             f"({(proc.stderr.strip().splitlines() or ['?'])[-1][:200]})")
+        # pip's parser quotes the bad line, which may hold an index password: mask, then cut
+        reason = redact.text((proc.stderr.strip().splitlines() or ["?"])[-1])[:200]
+        raise Untranslatable(f"pip's configuration could not be read ({reason})")
     pairs = json.loads(proc.stdout)
     return [(str(name), str(value)) for name, value in pairs]
 
