@@ -166,14 +166,24 @@ run_step() {
     fi
 }
 
+# isolated PYTHON ARGS...: every Python this script runs, with -I: `-m` and `-c` put the
+# current folder first on sys.path, and root may run install.sh from /tmp or another user's
+# folder, whose json.py, pip.py or argparse.py would then run as uid 0. -I (Python 3.4+) also
+# ignores PYTHON* variables and the user's site-packages, which nothing here needs.
+isolated() {
+    local python="$1"; shift
+    "$python" -I "$@"
+}
+
 # pick_tool_python: the first Python >= 3.10 that can create a venv with pip in it.
 pick_tool_python() {
     local candidate
     for candidate in ${ASCENDPATCH_TOOL_PYTHON:+"$ASCENDPATCH_TOOL_PYTHON"} python3 \
             ${target_python:+"$target_python"} /usr/local/python3*/bin/python3; do
         command -v "$candidate" >/dev/null 2>&1 || continue
-        if "$candidate" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 10)' \
-                >/dev/null 2>&1; then
+        if isolated "$candidate" -c \
+                'import sys, venv, ensurepip; assert sys.version_info >= (3, 10)' >/dev/null 2>&1
+        then
             tool_python="$candidate"
             return 0
         fi
@@ -185,9 +195,9 @@ pick_tool_python() {
 install_tool() {
     if [ ! -x "$prefix/venv/bin/python" ]; then
         [ -n "$tool_python" ] || pick_tool_python || return 1
-        "$tool_python" -m venv "$prefix/venv" || return 1
+        isolated "$tool_python" -m venv "$prefix/venv" || return 1
     fi
-    local pip=("$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+    local pip=(isolated "$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check)
     if [ -n "$wheelhouse" ]; then
         "${pip[@]}" --no-index --find-links "$wheelhouse" ascendpatch || return 1
     else
@@ -223,14 +233,14 @@ install_completion() {
     [ "$completion" = 1 ] || return 0
     local py="$prefix/venv/bin/python" pip_src=(shtab)
     [ -n "$wheelhouse" ] && pip_src=(--no-index --find-links "$wheelhouse" shtab)
-    if ! "$py" -c 'import shtab' >/dev/null 2>&1 && \
-       ! "$py" -m pip install --quiet --disable-pip-version-check "${pip_src[@]}" >/dev/null 2>&1
+    if ! isolated "$py" -c 'import shtab' >/dev/null 2>&1 && \
+       ! isolated "$py" -m pip install --quiet --disable-pip-version-check "${pip_src[@]}" >/dev/null 2>&1
     then
         echo "[SKIP] bash completion: shtab is not installable here (pip install shtab)"
         return 0
     fi
     mkdir -p "$(dirname "$completion_file")" || return 1
-    "$py" -m ascendpatch.shell.completion bash > "$completion_file.tmp" && \
+    isolated "$py" -m ascendpatch.shell.completion bash > "$completion_file.tmp" && \
         mv -f "$completion_file.tmp" "$completion_file" || return 1
     remember_file completion "$completion_file" || return 1
     echo "[OK] bash completion $completion_file (bash-completion loads it; or add to" \
@@ -258,7 +268,7 @@ run_step "verify" "$ap" "${common[@]}" verify "${with_args[@]}"
 next=("${common[@]}")
 if [ -n "$target_python" ]; then
     existed=0; [ -e "$config_file" ] && existed=1
-    if "$prefix/venv/bin/python" -m ascendpatch.shell.remember --python "$target_python" \
+    if isolated "$prefix/venv/bin/python" -m ascendpatch.shell.remember --python "$target_python" \
             --manifest "$manifest"; then
         next=()
         [ "$existed" = 1 ] || remember_file config "$config_file"

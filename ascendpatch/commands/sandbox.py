@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from ascendpatch import cachedir
 from ascendpatch.commands import context
-from ascendpatch.env import pipadapter, standins
+from ascendpatch.env import inscript, pipadapter, standins
 from ascendpatch.env.pipadapter import ONLINE, PipError, Source
 from ascendpatch.env.target import from_python
 from ascendpatch.errors import InvalidInputError, RefusedError
@@ -87,8 +87,8 @@ def _installed_version(folder: Path) -> str | None:
 
 
 def _build(folder: Path, python: Path, wheel: Path, version: str) -> dict[str, Any]:
-    made = subprocess.run([sys.executable, "-m", "venv", str(folder)], capture_output=True,
-                          text=True, check=False)
+    made = subprocess.run(inscript.module_argv(sys.executable, "venv", [str(folder)]),
+                          capture_output=True, text=True, check=False)
     if made.returncode != 0:
         raise PipError(f"cannot create the venv {folder}: {made.stderr.strip()[-300:]}")
     proc = pipadapter.run_pip(["install", "--quiet", "--no-deps", "--no-index",

@@ -7,6 +7,11 @@ modules, root-owned, appears in its site-packages), after a preamble that remove
 caller's working directory from sys.path (the target's view, and its imports, must not depend
 on where the user stands: a checkout's .egg-info or a folder named torch_npu would otherwise
 leak in).
+
+Everything else the product runs as ``python -m MODULE`` (pip, venv) goes through
+:func:`module_argv` for the same reason, and more: ``-m`` and ``-c`` put the current folder
+first on sys.path, and root running ascendpatch from /tmp or another user's folder would
+otherwise run that user's ``json.py``, ``pip.py`` or ``runpy.py`` as uid 0 (docs/security.md).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +33,31 @@ PREAMBLE = (
     "if _ap_sys.path and _ap_sys.path[0] in ('', _ap_os.getcwd()):\n"
     "    del _ap_sys.path[0]\n"
 )
+_RUN_MODULE = "import runpy\nrunpy.run_module({!r}, run_name='__main__', alter_sys=True)\n"
+_MODULE_RUN = re.compile(r"import runpy\nrunpy\.run_module\('([\w.]+)', .*\n", re.DOTALL)
+
+
+def code_argv(python: str | Path, script: str, args: Sequence[str] = ()) -> list[str]:
+    """``python -B -c script args`` after the preamble: the caller's folder is not on
+    sys.path, no ``__pycache__`` is written."""
+    return [str(python), "-B", "-c", PREAMBLE + script, *args]
+
+
+def module_argv(python: str | Path, module: str, args: Sequence[str] = ()) -> list[str]:
+    """``python -m module args`` as it runs here: ``-c`` with the preamble, then runpy runs
+    the module as ``__main__`` (sys.argv[0] its file, as ``-m`` sets it), so neither runpy
+    nor the module nor anything they import can come from the caller's folder."""
+    return [str(python), "-c", PREAMBLE + _RUN_MODULE.format(module), *args]
+
+
+def shown(argv: Sequence[str]) -> list[str]:
+    """``argv`` as a user would type it (-v output): a :func:`module_argv` command is shown
+    as ``python -m module args``."""
+    if len(argv) > 2 and argv[1] == "-c" and argv[2].startswith(PREAMBLE):
+        run = _MODULE_RUN.fullmatch(argv[2][len(PREAMBLE):])
+        if run:
+            return [argv[0], "-m", run.group(1), *argv[3:]]
+    return list(argv)
 
 
 class ScriptError(Exception):
@@ -68,7 +99,7 @@ class Running:
         self.python = python
         try:
             self.proc = subprocess.Popen(
-                [str(python), "-B", "-c", PREAMBLE + script, *args], stdout=subprocess.PIPE,
+                code_argv(python, script, args), stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                 start_new_session=True, env=dict(env) if env is not None else None)
         except FileNotFoundError:

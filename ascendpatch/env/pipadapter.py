@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch import cachedir, catalog, progress
-from ascendpatch.env.inscript import PREAMBLE
+from ascendpatch.env.inscript import code_argv, module_argv, shown
 from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.results import Hint, Phrase
@@ -52,19 +52,33 @@ class PipError(AscendpatchError):
     """pip failed; the message carries pip's own last lines."""
 
 
-def pip_command(target: Target) -> list[str]:
+def _pip_of(target: Target) -> tuple[str, list[str]]:
+    """The interpreter whose pip runs for ``target``, and the options it needs."""
     if target.python is None:
         raise InvalidInputError("installing needs an interpreter target (--python), not "
                                 "--site-packages")
     if target.get("pip") is not None:
-        return [str(target.python), "-m", "pip"]
-    return [sys.executable, "-m", "pip", "--python", str(target.python)]
+        return str(target.python), []
+    return sys.executable, ["--python", str(target.python)]
+
+
+def pip_command(target: Target) -> list[str]:
+    """``python -m pip`` for ``target``, as it is run: never from the caller's folder
+    (inscript.module_argv)."""
+    python, options = _pip_of(target)
+    return module_argv(python, "pip", options)
+
+
+def pip_shown(target: Target) -> tuple[str, ...]:
+    """The same pip as a user types it (a Hint's runner; shown, never run)."""
+    python, options = _pip_of(target)
+    return (python, "-m", "pip", *options)
 
 
 def _run(cmd: Sequence[str], env: Mapping[str, str] | None, *, label: str | None = None,
          cwd: Path | None = None, timeout: float | None = PIP_TIMEOUT) \
         -> subprocess.CompletedProcess[str]:
-    progress.command(cmd)  # -v shows the command line and pip's output
+    progress.command(shown(cmd))  # -v shows the command line and pip's output
     with progress.task(label or _label(cmd)):
         proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout,
                               check=False, stdin=subprocess.DEVNULL, cwd=cwd,
@@ -173,7 +187,7 @@ def run_pip(args: Sequence[str], env: Mapping[str, str] | None = None,
             python: str | None = None, label: str | None = None) \
         -> subprocess.CompletedProcess[str]:
     """This tool's own pip (downloads, wheels for bundles, the index's versions)."""
-    return _run([python or sys.executable, "-m", "pip", *args], env, label=label)
+    return _run(module_argv(python or sys.executable, "pip", args), env, label=label)
 
 
 _RUN_FILE = ("import runpy\n_ap_sys.argv[:] = _ap_sys.argv[1:]\n"
@@ -185,9 +199,8 @@ def run_pip_script(script: str, args: Sequence[str], label: str) \
     """A script beside this module (``_pipfind.py``) run by this tool's own interpreter with
     pip as its library, for what no pip command does without building (an sdist's bytes);
     the caller's folder is not on its sys.path (inscript.PREAMBLE)."""
-    boot = f"{PREAMBLE}{_RUN_FILE}"
     path = Path(__file__).with_name(script)
-    return _run([sys.executable, "-B", "-c", boot, str(path), *args], None, label=label)
+    return _run(code_argv(sys.executable, _RUN_FILE, [str(path), *args]), None, label=label)
 
 
 def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
@@ -202,7 +215,7 @@ def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
     compile_bin = venv / "bin" / "pip-compile"
     if compile_bin.exists():
         return compile_bin
-    made = subprocess.run([str(python), "-m", "venv", str(venv)], capture_output=True,
+    made = subprocess.run(module_argv(python, "venv", [str(venv)]), capture_output=True,
                           text=True, check=False)
     if made.returncode != 0:
         raise PipError(f"cannot create a venv from {python} for pip-tools: "

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ascendpatch import redact
+from ascendpatch.env.inscript import code_argv
 
 _READ = """
 import json, sys
@@ -69,7 +70,7 @@ class UvSettings:
 def read(python: Path, command: str, env: Mapping[str, str] | None = None) \
         -> list[tuple[str, str]]:
     """pip's effective settings for ``command`` in ``python``'s pip, lowest precedence first."""
-    proc = subprocess.run([str(python), "-c", _READ, command], capture_output=True, text=True,
+    proc = subprocess.run(code_argv(python, _READ, [command]), capture_output=True, text=True,
                           check=False, stdin=subprocess.DEVNULL, timeout=60,
                           env=dict(env) if env is not None else None)
     if proc.returncode != 0:

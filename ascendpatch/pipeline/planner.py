@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ascendpatch.env.pipadapter import pip_command
+from ascendpatch.env.pipadapter import pip_shown
 from ascendpatch.env.target import Target
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.kinds import KINDS
@@ -89,7 +89,7 @@ def site_for(artifact: Artifact, target: Target, env: Mapping[str, str],
             raise
         return Skip.from_error(exc)
     return ArtifactSite(artifact, variant, dist, dist.location, source, dict(env),
-                        tuple(pip_command(target)) if target.python is not None else ())
+                        pip_shown(target) if target.python is not None else ())
 
 
 def prepare(artifacts: list[Artifact], target: Target, env: Mapping[str, str],
