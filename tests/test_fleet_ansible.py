@@ -175,7 +175,7 @@ def _fleet(root: Path, stack: contextlib.ExitStack) -> Iterator[Fleet]:
               "-e", f"ascendpatch_snapshot_dir={f.snapshots}", "-e", "ascendpatch_serial=2",
               "-l", "nodes")
     f.digests["fresh"] = f.digest_all()
-    f.playbook("check", "rollout", *common, "--check")
+    f.playbook("check", "rollout", *common, "--check", "--diff")
     f.digests["after-check"] = f.digest_all()
     f.tool_after_check = [h for h in HOSTS if f.host_dir(h).joinpath("tool").exists()]
     f.playbook("first", "rollout", *common)
@@ -218,7 +218,8 @@ def test_check_mode_writes_nothing(fleet: Fleet) -> None:
 
 def test_check_mode_on_a_fresh_node_says_what_the_rollout_would_do(fleet: Fleet) -> None:
     """No tool on the node, so its steps are skipped: the preview comes from the
-    controller's copy of the tool and the manifest (on 89ee836: nothing at all)."""
+    controller's copy of the tool and the manifest (on 89ee836: nothing at all), and with
+    --diff the manifest's patches (each variant: no pin picks one)."""
     out = fleet.runs["check"].stdout
     for host in HOSTS:
         assert re.search(rf"check mode: ascendpatch is not installed on {host}: the rollout "
@@ -230,6 +231,12 @@ def test_check_mode_on_a_fresh_node_says_what_the_rollout_would_do(fleet: Fleet)
     assert out.count("would apply sampler-topk-topp-fallback (sampler top_k/top_p fallback "
                      "patch): vllm-ascend vllm_ascend/sample/sampler.py") == len(HOSTS)
     assert "This preview is the controller's copy of manifest default" in out
+    # --diff: the manifest's patches, from the controller's copy (on main: no diff at all)
+    header = ("# manifest default, sampler-topk-topp-fallback, patch 0.18.0rc1.patch for "
+              "vllm-ascend >=0.18.0rc1,<0.19.1rc1 (the manifest's change, not a diff against "
+              "this node's files)")
+    assert out.count(header) == len(HOSTS), out[-4000:]
+    assert "+# ascendpatch: sampler-topk-topp-fallback" in out  # the patch's text
 
 
 def test_check_mode_previews_the_whole_fleet_past_a_pending_canary(fleet: Fleet) -> None:

@@ -28,12 +28,12 @@ def test_ansible_doc_documents_the_module() -> None:
     doc = json.loads(proc.stdout)["ascendpatch"]
     options = doc["doc"]["options"]
     assert set(options["command"]["choices"]) == {"apply", "revert", "verify", "audit",
-                                                  "snapshot", "install"}
+                                                  "snapshot", "install", "preview"}
     assert {"python", "manifest", "with_ids", "ids", "output"} <= set(options)
     assert options["with_ids"]["aliases"] == ["with"]
     assert doc["doc"]["attributes"]["check_mode"]["support"] == "full"
     assert "ascendpatch.fleet.ascendpatch:" in doc["examples"]
-    assert {"exit_code", "changed_files", "result"} <= set(doc["return"])
+    assert {"exit_code", "changed_files", "result", "pending_pins"} <= set(doc["return"])
 
 
 @pytest.mark.integration
@@ -43,7 +43,8 @@ def test_galaxy_builds_the_collection(tmp_path: Path) -> None:
     (tarball,) = tmp_path.glob("ascendpatch-fleet-*.tar.gz")
     with tarfile.open(tarball) as archive:
         names = set(archive.getnames())
-    assert {"plugins/modules/ascendpatch.py", "roles/ascendpatch/tasks/main.yml",
+    assert {"plugins/modules/ascendpatch.py", "plugins/module_utils/tool.py",
+            "plugins/module_utils/checkmode.py", "roles/ascendpatch/tasks/main.yml",
             "roles/ascendpatch/tasks/audit.yml", "playbooks/rollout.yml",
             "playbooks/audit.yml", "MANIFEST.json"} <= names
 

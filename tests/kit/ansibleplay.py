@@ -16,9 +16,11 @@ from tests.kit import REPO
 BIN = Path(sys.executable).parent
 
 
-def play(root: Path, args: dict[str, object], *flags: str) -> dict[str, object]:
+def play(root: Path, args: dict[str, object], *flags: str,
+         env_more: dict[str, str] | None = None) -> dict[str, object]:
     """Run the module with ``args`` (``flags``: ``--check``, ``--diff``) in a playbook under
-    ``root``; the task's registered result (the task may fail: ``ignore_errors``)."""
+    ``root``, with ``env_more`` in its environment; the task's registered result (the task
+    may fail: ``ignore_errors``)."""
     collections = root / "collections" / "ansible_collections" / "ascendpatch"
     if not collections.exists():
         collections.mkdir(parents=True)
@@ -33,7 +35,7 @@ def play(root: Path, args: dict[str, object], *flags: str) -> dict[str, object]:
     playbook.write_text(yaml.safe_dump(task))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ANSIBLE_"))}
     env.update(ANSIBLE_COLLECTIONS_PATH=str(root / "collections"), ANSIBLE_NOCOLOR="1",
-               PATH=f"{BIN}:{env['PATH']}")
+               PATH=f"{BIN}:{env['PATH']}", **(env_more or {}))
     proc = subprocess.run([BIN / "ansible-playbook", "-i", "localhost,", "-c", "local",
                            "-e", f"ansible_python_interpreter={sys.executable}", playbook,
                            *flags], capture_output=True, text=True, env=env, timeout=300,

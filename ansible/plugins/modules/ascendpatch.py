@@ -27,12 +27,17 @@ description:
     are reported as C(pending), not failed, so that C(--check) previews a whole rollout
     instead of stopping at its first node.
   - In diff mode C(apply) returns the unified diff of what it changes (or would change).
+  - C(preview) (check mode, run on the controller with C(delegate_to), for a node that has no
+    ascendpatch yet) returns as its diff the patch of each artifact the rollout would apply,
+    from the controller's copy of the manifest (C(ascendpatch manifests --patches)): the
+    manifest's change, not a diff against that node's files, which it cannot read before the
+    tool is installed there. Outside check mode it is skipped.
 options:
   command:
     description: The ascendpatch command to run.
     type: str
     required: true
-    choices: [apply, revert, verify, audit, snapshot, install]
+    choices: [apply, revert, verify, audit, snapshot, install, preview]
   ids:
     description:
       - Artifact ids to apply or revert (default, the manifest's required ones).
@@ -65,7 +70,10 @@ options:
     description: For C(audit), also report packages changed since this snapshot on the node.
     type: path
   wheelhouse:
-    description: For C(install), install from this folder only (C(--offline --wheelhouse)).
+    description:
+      - For C(install), install from this folder only (C(--offline --wheelhouse)).
+      - For C(verify) with I(after_apply) in check mode, the folder the rollout's install
+        step uses (its C(--dry-run) plan decides which unmet pins are pending).
     type: path
   no_probes:
     description: For C(verify), skip the operator probes.
@@ -76,7 +84,10 @@ options:
       - For C(verify) in check mode, this task follows an C(apply) that only planned (as in
         the rollout), so an artifact that C(ascendpatch plan) would apply is C(pending), not a
         failure, and so is a failure whose fix is to apply such an artifact (the probe of the
-        operator a patch guards). Every other failure still fails the task.
+        operator a patch guards). A pin that is not met is C(pending) too when the rollout's
+        C(install) step would install or change that package (C(ascendpatch install
+        --dry-run), from I(wheelhouse) when given, as that step does). Every other failure
+        still fails the task.
       - No effect outside check mode.
     type: bool
     default: false
@@ -87,7 +98,8 @@ options:
   executable:
     description:
       - The ascendpatch executable. Default, C(ascendpatch) on the PATH, then
-        C(~/.local/share/ascendpatch/venv/bin/ascendpatch) (where the role installs it).
+        C(~/.local/share/ascendpatch/venv/bin/ascendpatch) (where the role installs it). A
+        name without a C(/) is looked up on the PATH.
     type: path
 attributes:
   check_mode:
@@ -155,12 +167,30 @@ pending:
   type: list
   elements: str
   sample: [sampler-topk-topp-fallback]
+pending_pins:
+  description: Packages whose pin verify found unmet that the rollout's install would install.
+  returned: for verify in check mode with after_apply
+  type: list
+  elements: str
+  sample: [vllm-ascend]
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascendpatch.fleet.plugins.module_utils.checkmode import (
+    preview,
+    verify_in_check_mode,
+)
+from ansible_collections.ascendpatch.fleet.plugins.module_utils.tool import (
+    base_args,
+    failures,
+    ids_args,
+    install_args,
+    message_of,
+    run_tool,
+    with_args,
+)
 
 ROLE = "ascendpatch.fleet.ascendpatch"
 APPLIED = ("already-applied", "applied", "partial")
@@ -168,6 +198,8 @@ APPLIED = ("already-applied", "applied", "partial")
 
 def find_executable(module):
     given = module.params["executable"]
+    if given and os.sep not in given:  # a bare name (the role's controller default): on PATH
+        return module.get_bin_path(given)
     if given:
         return given if os.access(given, os.X_OK) else None
     found = module.get_bin_path("ascendpatch")
@@ -194,26 +226,6 @@ def check_values(module):
                                  "; nothing was run" % (key, value, value))
 
 
-def base_args(module, exe):
-    p = module.params
-    args = [exe, "--json", "--color", "never", "--manifest=" + p["manifest"],
-            "--lock-timeout=" + str(p["lock_timeout"])]
-    if p["python"]:
-        args += ["--python=" + p["python"]]
-    elif p["site_packages"]:
-        args += ["--site-packages=" + p["site_packages"]]
-    return args
-
-
-def with_args(module):
-    return ["--with=" + aid for aid in module.params["with_ids"]]
-
-
-def ids_args(module):
-    """The artifact ids, after "--": positional whatever they look like."""
-    return ["--", *module.params["ids"]] if module.params["ids"] else []
-
-
 def command_args(module, check):
     """The subcommand and its options: the read-only stand-in in check mode."""
     p = module.params
@@ -223,31 +235,12 @@ def command_args(module, check):
     if name == "revert":
         return (["status"] if check else ["revert"]) + ids_args(module)
     if name == "install":
-        source = ["--offline", "--wheelhouse=" + p["wheelhouse"]] if p["wheelhouse"] else []
-        return ["install"] + (["--dry-run"] if check else []) + source
+        return install_args(module, check)
     if name == "verify":
         return ["verify"] + (["--no-probes"] if p["no_probes"] else []) + with_args(module)
     if name == "audit":
         return ["audit"] + (["--baseline=" + p["baseline"]] if p["baseline"] else [])
     return ["snapshot", "--output=" + p["output"]]
-
-
-def run_tool(module, args):
-    rc, out, err = module.run_command(args, check_rc=False)
-    try:
-        doc = json.loads(out)
-    except ValueError:
-        doc = None
-    return rc, doc, err
-
-
-def message_of(doc, err, rc):
-    if doc is None:
-        return (err or "").strip() or "ascendpatch exited %d without a JSON result" % rc
-    if doc.get("error"):
-        return doc["error"]["message"]
-    bad = [r["message"] for r in doc.get("results", []) if r.get("level") == "FAIL"]
-    return "; ".join(bad) or "ascendpatch exited %d" % rc
 
 
 def changed_files(doc, mode):
@@ -285,55 +278,12 @@ def apply_diff(doc):
     return {"prepared": "".join(parts)} if parts else None
 
 
-def failures(doc):
-    return [r for r in doc.get("results", []) if r.get("level") == "FAIL"]
-
-
-def pending_ids(module, exe):
-    """The artifacts ``plan`` would apply (status "pending", since the results contract
-    has a status of its own for "a change the real run would make")."""
-    planned = run_tool(module, [*base_args(module, exe), "plan", *with_args(module)])[1]
-    if planned is None or planned.get("error"):
-        return set()
-    return {r.get("id") for r in planned.get("results", []) if r.get("status") == "pending"}
-
-
-def applied_by(item):
-    """The artifacts whose apply fixes this verify failure: its own (``artifact:ID``), or those
-    its fix names (a probe's "fix: ascendpatch ... apply ID" for the operator the patch
-    guards)."""
-    rid = item.get("id", "")
-    if rid.startswith("artifact:"):
-        return [rid.split(":", 1)[1]]
-    words = (item.get("fix") or "").split()
-    if "apply" not in words:
-        return []
-    after = words[len(words) - words[::-1].index("apply"):]
-    return [w for w in after if not w.startswith("-")]
-
-
-def verify_in_check_mode(module, exe, args):
-    """verify after an apply that only planned: what that apply would fix is pending. The
-    task passes when every failure is fixed by such an artifact; anything else fails it."""
-    rc, doc, err = run_tool(module, args)
-    result = dict(exit_code=rc, cmd=args, result=doc, stderr=err)
-    if rc != 1 or doc is None or doc.get("error"):
-        return rc, result
-    would = pending_ids(module, exe)
-    fixes = [applied_by(r) for r in failures(doc)]
-    if fixes and all(ids and set(ids) <= would for ids in fixes):
-        pending = sorted({aid for ids in fixes for aid in ids})
-        result.update(pending=pending, msg="check mode: not applied yet; the rollout's apply "
-                                            "would apply %s" % ", ".join(pending))
-        return 0, result
-    return rc, result
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             command=dict(type="str", required=True,
-                         choices=["apply", "revert", "verify", "audit", "snapshot", "install"]),
+                         choices=["apply", "revert", "verify", "audit", "snapshot", "install",
+                                  "preview"]),
             ids=dict(type="list", elements="str", default=[]),
             with_ids=dict(type="list", elements="str", default=[], aliases=["with"]),
             python=dict(type="path"),
@@ -360,6 +310,11 @@ def main():
                              "install it with the role %s" % (
                                  module.params["executable"] or "ascendpatch on the PATH and "
                                  "~/.local/share/ascendpatch/venv/bin/ascendpatch", ROLE))
+    if name == "preview":
+        if not check:
+            module.exit_json(changed=False, skipped=True, exit_code=0, cmd=[],
+                             msg="preview runs in check mode only")
+        preview(module, exe)
     if name == "snapshot" and check:
         module.exit_json(changed=False, skipped=True, exit_code=0, cmd=[],
                          msg="check mode: no snapshot written")
@@ -371,7 +326,7 @@ def main():
     args = base_args(module, exe) + command_args(module, check)
     if name == "verify" and check and module.params["after_apply"]:
         rc, result = verify_in_check_mode(module, exe, args)
-        doc = result["result"]
+        doc, err = result["result"], result["stderr"]
     else:
         rc, doc, err = run_tool(module, args)
         result = dict(exit_code=rc, cmd=args, result=doc, stderr=err)
