@@ -178,7 +178,10 @@ def test_a_link_a_folder_or_a_missing_folder_is_refused_and_nothing_written(
     link = tmp_path / "link.prom"
     link.symlink_to(victim)
     (tmp_path / "dir.prom").mkdir()
+    (tmp_path / "own-link").symlink_to(tmp_path / "dir.prom")  # even this user's own link
     before = tree_digest(tmp_path)
+    _one_line(_both(tmp_path, fleet, tmp_path / "own-link" / "x.prom"),
+              f"(give the real folder, {tmp_path / 'dir.prom'})")
     _one_line(_both(tmp_path, fleet, link), "is a symbolic link")
     _one_line(_both(tmp_path, fleet, tmp_path / "dir.prom"), "is not a regular file")
     _one_line(_both(tmp_path, fleet, tmp_path / "nodir" / "x.prom"),
@@ -198,6 +201,40 @@ def test_a_fifo_is_refused_never_waited_on(fleet: tuple[Path, Path, Path],
                          timeout=60, check=False, stdin=subprocess.DEVNULL)
     assert run.returncode == 2 and "is not a regular file" in run.stderr, run.stderr
     assert fifo.is_fifo() and run.stderr.count("\n") == 1
+
+
+def test_a_folder_swapped_for_a_link_after_the_check_is_refused_never_followed(
+        fleet: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check-then-write race, won every time: uid 65534 owns the textfile folder and the
+    folder holding it; right after the path check looked, it (as itself, via setpriv) swaps
+    the textfile folder for a link to a folder of root's. Root's write reaches the folder
+    from / without following links: refused in one line, nothing lands in root's folder."""
+    with seconduid.open_folder() as shared:
+        parent = shared / "node_exporter"
+        textfiles = parent / "textfile"
+        for folder in (parent, textfiles):
+            folder.mkdir()
+            os.chown(folder, seconduid.NOBODY, seconduid.NOBODY)
+        secret = shared / "root-only"
+        secret.mkdir(mode=0o755)
+        checked = promfile.check_path
+        swapped: list[Path] = []
+
+        def check_then_swap(path: Path) -> None:
+            if swapped:
+                return  # later looks happened before the swap too (the race's winning case)
+            checked(path)
+            swap = seconduid.run("sh", "-c", f'mv "{textfiles}" "{parent}/was" && '
+                                             f'ln -s "{secret}" "{textfiles}"')
+            assert swap.returncode == 0, swap.stderr
+            swapped.append(path)
+
+        monkeypatch.setattr(promfile, "check_path", check_then_swap)
+        _, _, snaps = fleet
+        run = run_cli("fleet-report", snaps, "--prometheus", textfiles / "ascendpatch.prom")
+        assert swapped and textfiles.is_symlink()
+        assert list(secret.iterdir()) == [] and list((parent / "was").iterdir()) == []
+        _one_line([(run.code, run.err)], "became a symlink or a file")
 
 
 def test_in_a_folder_another_uid_writes_its_links_are_refused_and_its_hard_link_replaced(

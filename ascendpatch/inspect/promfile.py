@@ -11,11 +11,16 @@ escape, so the file is always UTF-8 the collector reads.
 The file is written whole (:func:`ascendpatch.store.atomic.write_atomic`: a temp file in the
 same folder, fsync, ``os.replace``), so the collector, which reads the folder at every scrape,
 never reads half a file. Its path is checked first (:func:`check_path`): a symbolic link, a
-FIFO, a device or a folder at the path, or a folder on the way reached through another user's
-symbolic link, is refused (exit 2, nothing written). In a folder another user can write the
-write stays safe: the temp file is created ``O_EXCL | O_NOFOLLOW`` under an unpredictable
-name and the final name is replaced, never opened, so a link, FIFO or hard link planted (or
-swapped in after the check) is replaced, never followed or written into.
+FIFO, a device or a folder at the path, or a symbolic link anywhere on the way to its folder,
+is refused (exit 2, nothing written). The folder is then reached again from ``/`` one
+component at a time with ``O_NOFOLLOW`` (:func:`ascendpatch.store.root.open_unlinked`) and
+written through that held descriptor: a folder on the way that another uid controls (the
+node_exporter user owns the textfile folder, often its parent too) swapped for a link after
+the check is refused, never followed. Writing into a folder another uid owns or can write is
+safe only that way, and it is: the temp file is created ``O_EXCL | O_NOFOLLOW`` under an
+unpredictable name in the held folder and renamed over the final name relative to it
+(``renameat``), never opened by name, so a link, FIFO or hard link planted (or swapped in
+after the check) is replaced, never followed or written into.
 """
 
 from __future__ import annotations
@@ -88,16 +93,18 @@ def _refuse(path: Path, why: str) -> InvalidInputError:
                                  "folder (e.g. /var/lib/node_exporter/textfile/ascendpatch.prom)")
 
 
-def _foreign_link_on_the_way(folder: Path) -> Path | None:
-    """The first folder on the way to ``folder`` that is a symbolic link another user owns
-    (who could point it anywhere), if any."""
-    current = folder.absolute()
+def _link_on_the_way(folder: Path) -> Path | None:
+    """The first folder on the way to ``folder`` (as spelled, ``..`` folded) that is a
+    symbolic link, if any: the write reaches the folder through no link at all."""
+    from ascendpatch.store.root import as_spelled
+
+    current = as_spelled(folder)
     for step in [*reversed(current.parents), current]:
         try:
             info = os.lstat(step)
         except OSError:
             return None
-        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (0, os.geteuid()):
+        if stat.S_ISLNK(info.st_mode):
             return step
     return None
 
@@ -106,10 +113,15 @@ def check_path(path: Path) -> None:
     """Refuse (InvalidInputError, exit 2) a path the textfile may not be written to."""
     if not path.parent.is_dir():
         raise _refuse(path, f"the folder {shown(path.parent)} does not exist")
-    link = _foreign_link_on_the_way(path.parent)
+    link = _link_on_the_way(path.parent)
     if link is not None:
-        raise _refuse(path, f"{shown(link)} is a symbolic link owned by uid "
-                            f"{os.lstat(link).st_uid}, not by this user or root")
+        owner = os.lstat(link).st_uid
+        if owner not in (0, os.geteuid()):
+            raise _refuse(path, f"{shown(link)} is a symbolic link owned by uid {owner}, "
+                                "not by this user or root")
+        raise _refuse(path, f"{shown(link)} is a symbolic link, which ascendpatch does not "
+                            f"follow to the textfile folder (give the real folder, "
+                            f"{shown(Path(os.path.realpath(path.parent)))})")
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -128,7 +140,7 @@ def write(path: Path, families: Iterable[Family]) -> None:
 
     check_path(path)
     try:
-        atomic.write_atomic(path, render(families).encode("utf-8"), 0o644)
+        atomic.write_atomic(path, render(families).encode("utf-8"), 0o644, unlinked=True)
     except OSError as exc:
         raise _refuse(path, f"cannot be written ({exc.strerror or exc})") from None
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ascendpatch.errors import RefusedError
-from ascendpatch.store.root import Root
+from ascendpatch.store.root import Root, open_unlinked
 
 TEMP_SUFFIX = ".ascendpatch-tmp"
 _T = TypeVar("_T")
@@ -120,10 +120,15 @@ def _named(folder: Path, whole: Path | None = None) -> Iterator[None]:
         raise
 
 
-def open_dir(folder: Path, root: Path | None = None, *, create: bool = False) -> int:
+def open_dir(folder: Path, root: Path | None = None, *, create: bool = False,
+             unlinked: bool = False) -> int:
     """A descriptor of ``folder``. With ``root``: reached through :meth:`Root.open_dir`, never
-    following a link out of ``root``. ``create``: make missing folders (as ``mkdir -p``)."""
+    following a link out of ``root``. ``unlinked``: reached from ``/`` through no link at all
+    (:func:`~ascendpatch.store.root.open_unlinked`). ``create``: make missing folders (as
+    ``mkdir -p``)."""
     with _named(folder, folder):
+        if unlinked:
+            return open_unlinked(folder, create=create)
         if root is not None:
             return Root(root).open_dir(folder, create=create)
         if create:
@@ -132,21 +137,24 @@ def open_dir(folder: Path, root: Path | None = None, *, create: bool = False) ->
 
 
 def write_atomic(path: Path, data: bytes, mode: int | None = None, *,
-                 root: Path | None = None, owner: tuple[int, int] | None = None) -> None:
+                 root: Path | None = None, owner: tuple[int, int] | None = None,
+                 unlinked: bool = False) -> None:
     with _named(path.parent):
-        _write_atomic(path, data, mode, root, owner)
+        _write_atomic(path, data, mode, root, owner, unlinked)
 
 
 def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
-                  owner: tuple[int, int] | None) -> None:
+                  owner: tuple[int, int] | None, unlinked: bool = False) -> None:
     """Replace ``path`` with ``data``; readers see the old or the new file, never a mix.
 
     The temp file is created ``O_EXCL | O_NOFOLLOW`` under an unpredictable name in the
     destination folder (mode 0600 until it is complete), and removed again when anything
     fails (a full disk leaves no debris). ``root``: the tree ``path`` must stay in; its folder
     is reached without following links (see :func:`open_dir`). ``owner``: (uid, gid) the file
-    gets before its mode (a backup keeps its original's)."""
-    dfd = open_dir(path.parent, root)
+    gets before its mode (a backup keeps its original's). ``unlinked``: the folder is reached
+    from ``/`` through no link at all, so a folder on the way that another uid controls cannot
+    be swapped for a link between a caller's check and this write."""
+    dfd = open_dir(path.parent, root, unlinked=unlinked)
     try:
         if mode is None:
             try:

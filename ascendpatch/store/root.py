@@ -93,16 +93,34 @@ class Root:
         parts = self.inside(folder)
         if parts is None:
             raise UnsafePathError(f"{folder} leads outside {real_root}; not followed")
-        fd = os.open(real_root, _DIR_FLAGS)
-        try:
-            for part in parts:
-                nxt = _open_part(fd, part, folder, real_root, create)
-                os.close(fd)
-                fd = nxt
-        except BaseException:
+        return _walk(real_root, parts, folder, create)
+
+
+def open_unlinked(folder: Path, *, create: bool = False) -> int:
+    """A descriptor of ``folder`` as spelled (made absolute, ``..`` folded, no link resolved),
+    reached from ``/`` one component at a time with ``O_NOFOLLOW``: every link on the way is
+    refused, so a folder another uid swaps for a link after a check looked is never followed
+    (the walk of :meth:`Root.open_dir`, with ``/`` as the tree)."""
+    return _walk(Path("/"), as_spelled(folder).parts[1:], folder, create)
+
+
+def as_spelled(path: Path) -> Path:
+    """``path`` made absolute with ``..`` folded by name, no link resolved: the folders
+    :func:`open_unlinked` walks."""
+    return Path(os.path.normpath(path.absolute()))
+
+
+def _walk(top: Path, parts: Sequence[str], folder: Path, create: bool) -> int:
+    fd = os.open(top, _DIR_FLAGS)
+    try:
+        for part in parts:
+            nxt = _open_part(fd, part, folder, top, create)
             os.close(fd)
-            raise
-        return fd
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _open_part(fd: int, part: str, folder: Path, real_root: Path, create: bool) -> int:
