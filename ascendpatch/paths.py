@@ -89,6 +89,12 @@ def read_regular(path: Path | str, limit: int) -> bytes:
     """The bytes of the regular file ``path`` (opened with :func:`open_regular`), at most
     ``limit`` of them: a larger file raises :class:`FileTooLargeError` (an OSError) after
     ``limit`` + 1 bytes, so a reader of untrusted files never holds more."""
+    return read_regular_with_stat(path, limit)[0]
+
+
+def read_regular_with_stat(path: Path | str, limit: int) -> tuple[bytes, os.stat_result]:
+    """:func:`read_regular`, with the fstat of the very file read (who owns it, its mode:
+    what a caller trusts or refuses, with no second open a swap could slip between)."""
     handle, info = open_regular(path)
     with handle:
         # as many bytes as fstat says (+1): read(limit + 1) would allocate the whole bound for
@@ -99,7 +105,7 @@ def read_regular(path: Path | str, limit: int) -> bytes:
             data += handle.read(limit + 1 - len(data))
     if len(data) > limit:
         raise FileTooLargeError(path, limit)
-    return data
+    return data, info
 
 
 def shown(path: Path | str) -> str:

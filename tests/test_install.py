@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ascendpatch.env import pipdiff
 from tests.kit import (
     IndexRecorder,
     Run,
@@ -136,7 +137,18 @@ def test_stack_pins_are_installed_and_checked(world: dict[str, Path], tmp_path: 
     assert "[OK] torch 2.1.0+cpu matches ==2.1.0" in result.out
 
 
-def test_lock_then_install_the_lock_elsewhere(world: dict[str, Path], tmp_path: Path) -> None:
+def _install_lock_elsewhere(world: dict[str, Path], venv: Path, manifest: Path, lock: Path,
+                            house: Path) -> Run:
+    """``install --lock`` into a fresh venv that has only the image's torch."""
+    python = wheels.make_venv(venv)
+    wheels.pip_install(python, "--no-index", "--find-links", str(world["house"]),
+                       "torch==2.1.0+cpu")
+    return run_cli("--python", python, "--manifest", manifest, "install", "--lock", lock,
+                   "--offline", "--wheelhouse", house)
+
+
+def test_lock_then_install_the_lock_elsewhere(world: dict[str, Path], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     manifest = write_manifest(tmp_path / "stack.yaml", [], protected=["torch"],
                               stack={"packages": {"friendly": "==1.0"}})
     lock = tmp_path / "stack.lock"
@@ -146,21 +158,28 @@ def test_lock_then_install_the_lock_elsewhere(world: dict[str, Path], tmp_path: 
     text = lock.read_text()
     assert "friendly==1.0" in text and "helper==1.0" in text and "--hash=sha256:" in text
     assert "\ntorch==" not in text  # protected: provided by the image, never locked
-    other = wheels.make_venv(tmp_path / "other")
-    wheels.pip_install(other, "--no-index", "--find-links", str(world["house"]),
-                       "torch==2.1.0+cpu")
-    result = run_cli("--python", other, "--manifest", manifest, "install", "--lock", lock,
-                     "--offline", "--wheelhouse", world["house"])
+    result = _install_lock_elsewhere(world, tmp_path / "other", manifest, lock, world["house"])
     assert result.code == 0, result.out + result.err
     assert "[OK] friendly 1.0 matches ==1.0" in result.out
+    # pip reads the lock as it was when checked, for the plan and the install: a lock
+    # rewritten after the check (to a `name @ URL` sdist pip would build) changes nothing
+    planned = pipdiff.steps_for
+
+    def steps_then_rewrite(*args: object, **kwargs: object) -> object:
+        steps = planned(*args, **kwargs)  # type: ignore[arg-type]
+        lock.write_text(f"evil @ file://{tmp_path}/evil-1.0.tar.gz\n")
+        return steps
+
+    monkeypatch.setattr(pipdiff, "steps_for", steps_then_rewrite)
+    kept = _install_lock_elsewhere(world, tmp_path / "rewritten", manifest, lock, world["house"])
+    assert kept.code == 0, kept.out + kept.err
+    assert "[OK] friendly 1.0 matches ==1.0" in kept.out and "evil" not in kept.out + kept.err
+    monkeypatch.setattr(pipdiff, "steps_for", planned)
+    lock.write_text(text)
     # a wheelhouse whose helper wheel was tampered with no longer matches the lock's hashes
     tampered = tmp_path / "tampered"
     shutil.copytree(world["house"], tampered)
     build_wheel(tampered, "helper", "1.0", files={"helper/__init__.py": "evil = 1\n"})
-    third = wheels.make_venv(tmp_path / "third")
-    wheels.pip_install(third, "--no-index", "--find-links", str(world["house"]),
-                       "torch==2.1.0+cpu")
-    refused = run_cli("--python", third, "--manifest", manifest, "install", "--lock", lock,
-                      "--offline", "--wheelhouse", tampered)
+    refused = _install_lock_elsewhere(world, tmp_path / "third", manifest, lock, tampered)
     assert refused.code == 1
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.err

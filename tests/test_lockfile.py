@@ -19,6 +19,7 @@ from ascendpatch.commands.lock import _unnamed
 from ascendpatch.env import lockfile
 from ascendpatch.env.pipadapter import ONLINE
 from ascendpatch.errors import InvalidInputError
+from tests.kit import seconduid
 
 HEX = "ab" * 32
 VLLM_ITEM = {"metadata": {"name": "vllm", "version": "0.18.0"},
@@ -82,6 +83,30 @@ def test_hostile_lock_files_are_refused(tmp_path: Path) -> None:
     binary.write_bytes(lockfile.MARK.encode() + b"vl\xffm==1.0 --hash=sha256:" + HEX.encode())
     with pytest.raises(InvalidInputError, match="no-deps line must be"):
         lockfile.read(binary)
+
+
+def test_a_lock_another_uid_owns_or_can_write_is_refused_before_pip(tmp_path: Path) -> None:
+    """All of a lock but its no-deps lines goes to pip (index URLs, ``name @ URL`` sdists it
+    builds, as root): a lock uid 65534 wrote (via setpriv), or one any user can write, is
+    refused with one line; the copy pip would read is never made."""
+    pinned = f"{lockfile.MARK}vllm==0.18.0 --hash=sha256:{HEX}\n"
+    with seconduid.open_folder() as shared:
+        theirs = seconduid.home_for_nobody(shared) / "stack.lock"
+        made = seconduid.run("sh", "-c", f"printf '%s' '{pinned}' > {theirs}")
+        assert made.returncode == 0, made.stderr
+        with pytest.raises(InvalidInputError, match="owned by uid 65534, not by this user"):
+            lockfile.read(theirs)
+    loose = tmp_path / "loose.lock"
+    loose.write_text(pinned)
+    loose.chmod(0o646)
+    with pytest.raises(InvalidInputError, match="writable by other users"):
+        lockfile.read(loose)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loose.lock"]
+    loose.chmod(0o644)
+    private = tmp_path / "private"
+    private.mkdir()
+    copy, lines = lockfile.take(loose, private)
+    assert copy.read_text() == pinned and lines == [f"vllm==0.18.0 --hash=sha256:{HEX}"]
 
 
 @settings(max_examples=200, deadline=1000)

@@ -62,16 +62,16 @@ def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Sou
     re-check what is installed."""
     # A lock already holds the stack's pins, hashed: only the user's REQs come on top of it.
     requested = _parse(reqs) if lock is not None else wanted(ctx, reqs)
-    loose = lockfile.read(lock) if lock is not None else []
-    source.args()  # bad --offline / --wheelhouse -> exit 2 before anything runs
-    found = _stack_conflicts(ctx, requested, source) if lock is None else []
-    if found:
-        return CommandResult("install --dry-run" if dry_run else "install", tuple(
-            stackcheck.conflict_results(found, "install", "nothing was changed")))
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # private (0700): the lock's copy lives here
+        copy, loose = lockfile.take(lock, Path(tmp)) if lock is not None else (None, [])
+        source.args()  # bad --offline / --wheelhouse -> exit 2 before anything runs
+        found = _stack_conflicts(ctx, requested, source) if lock is None else []
+        if found:
+            return CommandResult("install --dry-run" if dry_run else "install", tuple(
+                stackcheck.conflict_results(found, "install", "nothing was changed")))
         loose_file = str(lockfile.write_requirements(loose, Path(tmp))) if loose else None
         steps = pipdiff.steps_for(requested, ctx.manifest.no_deps,
-                                  str(lock) if lock is not None else None, loose_file)
+                                  str(copy) if copy is not None else None, loose_file)
         choice = resolver.choose(mode, ctx.target, ctx.env)
         return _planned(ctx, steps, requested, dry_run=dry_run, source=source, choice=choice)
 

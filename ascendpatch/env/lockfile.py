@@ -72,11 +72,41 @@ def _downloaded_hash(pin: str, python: Path, source: Source) -> str:
 def read(lock: Path) -> list[str]:
     """The ``no_deps`` lines of a lock, each ``NAME==VERSION --hash=sha256:HEX``; a line of
     that section that is anything else is invalid input (exit 2), as is a lock that is no
-    regular file or is over 16 MiB."""
+    regular file, is over 16 MiB, or that another user owns or can write."""
+    return _no_deps(_trusted(lock), lock)
+
+
+def take(lock: Path, folder: Path) -> tuple[Path, list[str]]:
+    """The lock read once (checked as :func:`read` does) and copied into ``folder`` (a
+    private temp folder of this run): the copy pip reads with ``-r`` for the plan and for the
+    install (the user's file is not opened again, so it cannot change in between), and the
+    ``no_deps`` lines."""
+    data = _trusted(lock)
+    loose = _no_deps(data, lock)
+    copy = folder / "lock.txt"
+    copy.write_bytes(data)
+    return copy, loose
+
+
+def _trusted(lock: Path) -> bytes:
+    """The lock's bytes; refused when another user could have chosen them: the rest of the
+    lock goes to pip, which takes index URLs, find-links and ``name @ URL`` sdists it builds
+    (code run as the user, root on a shared host)."""
+    from ascendpatch.config import untrusted
+
     try:
-        data = paths.read_regular(lock, MAX_LOCK_BYTES)
+        data, info = paths.read_regular_with_stat(lock, MAX_LOCK_BYTES)
     except (OSError, paths.NotRegularFileError) as exc:
         raise InvalidInputError(f"cannot read the lock {paths.shown(lock)}: {exc}") from None
+    why = untrusted(info)
+    if why is not None:
+        raise InvalidInputError(f"the lock {paths.shown(lock)} is {why}; a lock another user "
+                                "can change is never handed to pip, nothing was changed",
+                                fix="chown/chmod go-w it, or write your own lock")
+    return data
+
+
+def _no_deps(data: bytes, lock: Path) -> list[str]:
     text = data.decode("utf-8", errors="replace")
     found = []
     for number, line in enumerate(text.splitlines(), 1):
