@@ -317,3 +317,20 @@ def test_remember_writes_once_and_never_overwrites(tmp_path: Path) -> None:
     user.write_text("python = [")
     code, out = _remember("--python", python)
     assert code == 1 and out.startswith(f"[WARN] config {user}: not TOML") and "left alone" in out
+
+
+def test_remember_as_root_in_a_home_another_uid_owns_writes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """install.sh as root with a user's HOME: that user (uid 65534, a real home it owns)
+    could swap ~/.config/ascendpatch for a link between root's mkdir and its write, so
+    nothing is written there; the [WARN] gives the line to add as that user."""
+    with seconduid.open_folder() as shared:
+        home = seconduid.home_for_nobody(shared)
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+        code, out = _remember("--python", shared / "sbx" / "bin" / "python")
+        user = home / ".config" / "ascendpatch" / "config.toml"
+        assert code == 1 and out.startswith(f"[WARN] config {user} not written: {home} is "
+                                            "owned by uid 65534"), out
+        assert f'add: python = "{shared}/sbx/bin/python"' in out and out.count("\n") == 1
+        assert list(home.iterdir()) == []

@@ -37,12 +37,36 @@ def _say(level: Level, text: str) -> None:
     sys.stdout.write(plain_line(level, text) + "\n")
 
 
+def _foreign_folder_on_the_way(folder: Path) -> tuple[Path, str] | None:
+    """The first existing folder from ``folder`` up to ``/`` that another uid than this one
+    (or root) owns or can write, and why (:func:`ascendpatch.config.untrusted`): install.sh
+    run as root with a user's HOME would otherwise mkdir and write where that user can swap
+    ``~/.config/ascendpatch`` for a link between the two."""
+    for step in [folder, *folder.parents]:
+        try:
+            why = config.untrusted(step.stat(), sticky_ok=True)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return step, f"unreadable ({exc.strerror})"
+        if why is not None:
+            return step, why
+    return None
+
+
 def remember(path: Path, wanted: dict[str, str]) -> int:
     """0: the config at ``path`` now names ``wanted``; 1: it was left alone (said why)."""
     text = config.render(wanted)
     lines = "; ".join(text.splitlines())
     if not os.path.lexists(path):
         from ascendpatch.store import atomic
+
+        risky = _foreign_folder_on_the_way(path.parent)
+        if risky is not None:
+            _say(Level.WARN, f"config {shown(path)} not written: {shown(risky[0])} is "
+                             f"{risky[1]}, who could send this write elsewhere; as that user "
+                             f"add: {lines}")
+            return 1
 
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_atomic(path, text.encode(), 0o644)
