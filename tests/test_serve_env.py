@@ -133,3 +133,50 @@ def test_a_failing_script_is_one_line_with_no_secret(root: Path) -> None:
 def test_the_env_reader_takes_any_bytes(data: bytes) -> None:
     parsed = serve_env._parse(data)
     assert all(isinstance(k, str) and isinstance(v, str) and k for k, v in parsed.items())
+
+
+def test_a_link_in_a_folder_a_second_uid_can_write_is_refused(root: Path) -> None:
+    """/shared (0777, not sticky) holds ``cann``, root's link to root's script folder: the
+    resolved chain is all root's, but uid 65534 can rename its own link over ``cann``."""
+    real = _script(root, "opt/cann-real/set_env.sh", "export OK=1\n")
+    shared = root / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "cann").symlink_to(real.parent)
+    with pytest.raises(InvalidInputError, match=f"{shared} can be written by other users"):
+        serve_env.build(_env(root), [str(shared / "cann" / "set_env.sh")], {})
+    theirs = seconduid.run("sh", "-c", f"mkdir {shared}/mine && echo 'export OWNED=1' > "
+                                       f"{shared}/mine/set_env.sh && ln -s {shared}/mine "
+                                       f"{shared}/new && mv -T {shared}/new {shared}/cann")
+    assert theirs.returncode == 0, theirs.stderr  # the danger is real: uid 65534 did it
+
+
+def test_a_relative_link_through_a_folder_of_another_uid_is_refused(root: Path) -> None:
+    _script(root, "opt/cann/set_env.sh", "export OK=1\n")
+    theirs = root / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, seconduid.NOBODY, seconduid.NOBODY)
+    (root / "opt" / "link").symlink_to("../theirs/../opt/cann")
+    with pytest.raises(InvalidInputError, match=f"{theirs} belongs to uid {seconduid.NOBODY}"):
+        serve_env.build(_env(root), [str(root / "opt" / "link" / "set_env.sh")], {})
+    assert serve_env.build(_env(root), [str(root / "opt" / "cann" / "set_env.sh")],
+                           {}).env["OK"] == "1"
+
+
+def test_empty_search_path_entries_never_make_the_current_folder_a_search_folder(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``export X=/a:$X`` with X unset leaves an empty entry (the current folder) in X; real
+    bash sources the script from /, and build() keeps only absolute entries."""
+    _script(root, TOOLKIT, "export LD_LIBRARY_PATH=/x/lib64:${LD_LIBRARY_PATH}\n"
+                           "export PYTHONPATH=/x/py:$PYTHONPATH\n"
+                           "export ASCEND_OPP_PATH=opp\nexport WHERE=$(pwd)\n")
+    monkeypatch.chdir(tmp_path)
+    env = _env(root)
+    del env["LD_LIBRARY_PATH"]
+    built = serve_env.build(env, [], {"PATH": f"{os.environ['PATH']}::bin"})
+    assert built.env["LD_LIBRARY_PATH"] == "/x/lib64" and built.env["PYTHONPATH"] == "/x/py"
+    assert "ASCEND_OPP_PATH" not in built.env and "" not in built.env["PATH"].split(":")
+    assert built.env["WHERE"] == "/"
+    assert set(built.dropped) == {"LD_LIBRARY_PATH: ''", "PYTHONPATH: ''",
+                                  "ASCEND_OPP_PATH: 'opp'", "PATH: ''", "PATH: 'bin'"}
+    assert ("LD_LIBRARY_PATH", "/x/lib64") in built.added

@@ -77,9 +77,11 @@ def environment(ctx: Context) -> tuple[serve_env.ServeEnv, CheckResult]:
     sourced = ", ".join(map(str, built.sourced)) or "no set_env.sh found"
     added = "; ".join(built.shown_additions()) or "nothing"
     removed = f"; unset {', '.join(built.removed)}" if built.removed else ""
+    dropped = (f"; dropped empty or relative search-path entries (the current folder): "
+               f"{printable(', '.join(built.dropped))}" if built.dropped else "")
     return built, CheckResult("env", "serve", Level.OK,
                               f"child environment: sourced {sourced}; added or changed: "
-                              f"{added}{removed}")
+                              f"{added}{removed}{dropped}")
 
 
 def preflight(ctx: Context, argv: Sequence[str]) -> list[CheckResult]:

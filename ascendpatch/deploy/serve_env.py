@@ -39,6 +39,7 @@ class ServeEnv:
     sourced: tuple[Path, ...]  # the set_env.sh scripts read, in order
     added: tuple[tuple[str, str], ...]  # names the scripts or the manifest set or changed
     removed: tuple[str, ...] = ()  # names the scripts unset
+    dropped: tuple[str, ...] = ()  # ``NAME: entry`` per empty or relative search-path entry
 
     def shown_additions(self) -> list[str]:
         """``NAME=value`` per addition, secrets masked."""
@@ -68,8 +69,10 @@ def _trusted_uids() -> set[int]:
 
 def _entry_problem(path: Path, info: os.stat_result, parent: os.stat_result | None) -> str | None:
     if info.st_uid not in _trusted_uids():
-        return f"{path} belongs to uid {info.st_uid}"
-    if not stat.S_ISDIR(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        kind = "a link owned by" if stat.S_ISLNK(info.st_mode) else "belongs to"
+        return f"{path} {kind} uid {info.st_uid}"
+    if not stat.S_ISDIR(info.st_mode) and not stat.S_ISLNK(info.st_mode) \
+            and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{path} can be written by other users (mode {stat.filemode(info.st_mode)})"
     if parent is not None and parent.st_mode & (stat.S_IWGRP | stat.S_IWOTH) \
             and not parent.st_mode & stat.S_ISVTX:
@@ -78,29 +81,55 @@ def _entry_problem(path: Path, info: os.stat_result, parent: os.stat_result | No
     return None
 
 
-def script_problem(path: Path) -> str | None:
-    """Why running ``path`` as this user is unsafe (None: it is safe): every folder from / to
-    the script (links resolved, and the links themselves) owned by root or us, writable by no
-    other user (a sticky folder's entry must be ours or root's), the script a regular file."""
-    real = Path(os.path.realpath(path))
-    chain = [Path(*real.parts[:i]) for i in range(1, len(real.parts) + 1)]
-    links = [p for p in (Path(*path.absolute().parts[:i])
-                         for i in range(2, len(path.absolute().parts) + 1)) if p.is_symlink()]
-    previous: os.stat_result | None = None
-    for item in chain:
+MAX_LINKS = 40  # the kernel's own limit on links followed in one lookup
+
+
+def walk_problem(path: Path) -> tuple[Path, str | None]:
+    """``path`` resolved entry by entry as written, without following a link blindly: every
+    entry met on the way (each folder, each link and the folder holding it, each folder a
+    link leads through) is checked: owned by root or us, its folder writable by no other user
+    unless sticky. Returns the resolved path and why it is unsafe (None: it is safe)."""
+    pending = list(reversed(path.absolute().parts[1:]))
+    current, folder, links = Path("/"), Path("/").stat(), 0
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = current.parent
+            folder = current.stat()
+            continue
+        entry = current / name
         try:
-            info = item.stat()
+            info = os.lstat(entry)
         except OSError as exc:
-            return f"{item} cannot be read ({exc.strerror})"
-        problem = _entry_problem(item, info, previous) if item != Path("/") else None
+            return entry, f"{entry} cannot be read ({exc.strerror})"
+        problem = _entry_problem(entry, info, folder)
         if problem is not None:
-            return problem
-        previous = info
-    for link in links:
-        info = link.lstat()
-        if info.st_uid not in _trusted_uids():
-            return f"{link} is a link owned by uid {info.st_uid}"
-    if not stat.S_ISREG(real.stat().st_mode):
+            return entry, problem
+        if stat.S_ISLNK(info.st_mode):
+            links += 1
+            if links > MAX_LINKS:
+                return entry, f"{path} leads through more than {MAX_LINKS} links"
+            target = entry.readlink()
+            if target.is_absolute():
+                current, folder = Path("/"), Path("/").stat()
+            pending.extend(reversed(target.parts[1:] if target.is_absolute() else target.parts))
+            continue
+        if pending and not stat.S_ISDIR(info.st_mode):
+            return entry, f"{entry} is not a folder"
+        current, folder = entry, info
+    return current, None
+
+
+def script_problem(path: Path) -> str | None:
+    """Why running ``path`` as this user is unsafe (None: it is safe): every entry met while
+    resolving it as written (:func:`walk_problem`) owned by root or us, writable by no other
+    user (a sticky folder's entry must be ours or root's), the script a regular file."""
+    real, problem = walk_problem(path)
+    if problem is not None:
+        return problem
+    if not stat.S_ISREG(os.lstat(real).st_mode):
         return f"{real} is not a regular file"
     return None
 
@@ -127,7 +156,8 @@ def source(scripts: Sequence[Path], env: Mapping[str, str]) -> dict[str, str]:
     try:
         run = subprocess.run(["bash", "--noprofile", "--norc", "-c", _SOURCE, "bash",
                               *map(str, scripts)], env=dict(env), capture_output=True,
-                             stdin=subprocess.DEVNULL, timeout=SOURCE_TIMEOUT, check=False)
+                             stdin=subprocess.DEVNULL, timeout=SOURCE_TIMEOUT, check=False,
+                             cwd="/")
     except subprocess.TimeoutExpired:
         raise InvalidInputError(f"sourcing {', '.join(map(str, scripts))} did not finish in "
                                 f"{SOURCE_TIMEOUT:g} s") from None
@@ -139,10 +169,30 @@ def source(scripts: Sequence[Path], env: Mapping[str, str]) -> dict[str, str]:
     return _parse(run.stdout)
 
 
+def search_paths(env: dict[str, str]) -> list[str]:
+    """Drop, in place, the empty and relative entries of every ``*PATH`` list in ``env``
+    (``PATH``, ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ``ASCEND_*_PATH``...): an empty entry, as
+    ``export X=/a:$X`` leaves when ``X`` was unset, means the current folder, so whoever can
+    write the folder root serves from would choose its libraries and modules. A list left
+    with no entry is removed. Returns ``NAME: entry`` per dropped entry."""
+    dropped: list[str] = []
+    for name in [n for n in env if n.endswith("PATH")]:
+        entries = env[name].split(os.pathsep)
+        kept = [e for e in entries if e.startswith("/")]
+        if len(kept) == len(entries):
+            continue
+        dropped += [f"{name}: {e!r}" for e in entries if not e.startswith("/")]
+        if kept:
+            env[name] = os.pathsep.join(kept)
+        else:
+            del env[name]
+    return dropped
+
+
 def build(env: Mapping[str, str], declared: Sequence[str],
           required: Mapping[str, str]) -> ServeEnv:
     """The child's environment: ``env`` with the set_env.sh scripts' changes and the manifest's
-    ``required`` entries (``env:``) on top."""
+    ``required`` entries (``env:``) on top, every search path absolute (:func:`search_paths`)."""
     scripts = candidates(declared, env)
     after = source(scripts, env) if scripts else dict(env)
     child = dict(env)
@@ -152,4 +202,6 @@ def build(env: Mapping[str, str], declared: Sequence[str],
     added = [(n, v) for n, v in after.items() if n not in _BASH_NOISE and env.get(n) != v]
     added += [(n, v) for n, v in required.items() if after.get(n) != v]
     child.update(dict(added))
-    return ServeEnv(child, tuple(scripts), tuple(added), removed)
+    dropped = search_paths(child)
+    added = [(n, child[n]) for n, _ in added if n in child]
+    return ServeEnv(child, tuple(scripts), tuple(added), removed, tuple(dropped))
