@@ -7,13 +7,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ascendpatch.deploy import serve_start
 from ascendpatch.errors import InvalidInputError
-from tests.kit import run_cli, write_manifest
+from tests.kit import run_cli, seconduid, write_manifest
 
 
 @pytest.fixture
@@ -117,3 +119,74 @@ def test_the_stage_is_the_log_line_without_vllms_prefix() -> None:
             "weights took 1.2 seconds\x1b[31m")
     assert serve_start.stage(line) == "Loading weights took 1.2 seconds\\x1b[31m"
     assert len(serve_start.stage("x" * 500)) == 70
+
+
+@pytest.fixture()
+def sticky() -> Iterator[Path]:
+    """A folder like /tmp (1777) that uid 65534 can plant things in."""
+    with seconduid.open_folder("ascendpatch-serve-log-") as folder:
+        folder.chmod(0o1777)
+        yield folder
+
+
+def test_a_fifo_planted_at_the_log_path_is_refused_not_waited_on(sticky: Path) -> None:
+    log = sticky / "s.log"
+    planted = seconduid.run("mkfifo", log)
+    assert planted.returncode == 0, planted.stderr
+    reader = os.open(log, os.O_RDONLY | os.O_NONBLOCK)  # with a reader, main's open returns
+    try:
+        with pytest.raises(InvalidInputError, match="not a regular file"):
+            os.close(serve_start.open_log(log))
+    finally:
+        os.close(reader)
+    said: list[BaseException] = []
+
+    def opening() -> None:  # no reader: main's blocking open never returned
+        try:
+            os.close(serve_start.open_log(log))
+        except InvalidInputError as exc:
+            said.append(exc)
+    thread = threading.Thread(target=opening, daemon=True)
+    thread.start()
+    thread.join(60)  # a hang guard, not a timing assertion
+    assert not thread.is_alive() and "FIFO" in str(said[0])
+
+
+def test_a_file_another_uid_planted_at_the_log_path_gets_nothing(sticky: Path) -> None:
+    log = sticky / "s.log"
+    planted = seconduid.run("sh", "-c", f"echo theirs > {log}")
+    assert planted.returncode == 0, planted.stderr
+    with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+        os.close(serve_start.open_log(log))
+    assert log.read_text() == "theirs\n"
+
+
+def test_the_log_watch_reads_what_it_opened_not_what_the_name_is_later(tmp_path: Path) -> None:
+    log = tmp_path / "s.log"
+    os.close(serve_start.open_log(log))
+    watch = serve_start.LogWatch(log)
+    log.rename(tmp_path / "old.log")
+    (tmp_path / "s.log").write_text(f"{serve_start.READY_MARKER}\n")
+    watch.poll()
+    assert not watch.ready
+    (tmp_path / "old.log").write_text(f"INFO 12-01 10:00:00 [x] {serve_start.READY_MARKER}\n")
+    watch.poll()
+    watch.close()
+    assert watch.ready
+
+
+def test_another_users_runtime_dir_is_not_used_nor_a_folder_in_it(tmp_path: Path) -> None:
+    with seconduid.open_folder() as parent:
+        theirs = seconduid.home_for_nobody(parent)
+        assert serve_start.runtime_dir({"XDG_RUNTIME_DIR": str(theirs)}) == \
+            Path("/run/ascendpatch")  # su and sudo -E keep the other user's
+        with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+            serve_start.private_dir(theirs / "ascendpatch")
+        (theirs / "made").mkdir(0o700)  # root's own 0700 folder, in their folder
+        with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+            serve_start.private_dir(theirs / "made")
+        moved = seconduid.run("mv", theirs / "made", theirs / "gone")
+        assert moved.returncode == 0, moved.stderr  # the danger is real: uid 65534 did it
+    assert serve_start.runtime_dir({"XDG_RUNTIME_DIR": str(tmp_path)}) == \
+        tmp_path / "ascendpatch"
+

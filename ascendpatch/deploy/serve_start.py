@@ -10,6 +10,7 @@ the ready timeout ends the wait.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import signal
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch import progress
-from ascendpatch.deploy import procs, smoke
+from ascendpatch.deploy import procs, serve_env, smoke
 from ascendpatch.deploy.launch import flag_value
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
@@ -56,21 +57,37 @@ def host_of(argv: Sequence[str]) -> str:
 
 
 def runtime_dir(env: Mapping[str, str]) -> Path:
-    """$XDG_RUNTIME_DIR/ascendpatch, else /run/ascendpatch."""
+    """$XDG_RUNTIME_DIR/ascendpatch when that is a folder (not a link) of the effective uid
+    (``su`` and ``sudo -E`` keep another user's), else /run/ascendpatch."""
     base = env.get("XDG_RUNTIME_DIR")
-    return Path(base) / "ascendpatch" if base and Path(base).is_dir() else \
-        Path("/run/ascendpatch")
+    try:
+        info = os.lstat(base) if base else None
+    except OSError:
+        info = None
+    ours = info is not None and stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+    return Path(str(base)) / "ascendpatch" if ours else Path("/run/ascendpatch")
+
+
+def _refuse_folder(folder: Path, why: str) -> InvalidInputError:
+    return InvalidInputError(f"{folder} is not a folder of yours that only you can write "
+                             f"({why})", fix="remove it, or pass --pidfile and --log elsewhere")
 
 
 def private_dir(folder: Path) -> Path:
-    """``folder`` created (mode 0700) or checked: ours, no other user may write it."""
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700, parents=True)
+    """``folder`` created (mode 0700) or checked: ours, no other user may write it, and no
+    other user can replace it or a folder above it (``serve_env.walk_problem``)."""
+    existing = next(p for p in (folder, *folder.parents) if os.path.lexists(p))
+    _, problem = serve_env.walk_problem(existing)
+    if problem is None:
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700, parents=True)
+        _, problem = serve_env.walk_problem(folder)
+    if problem is not None:
+        raise _refuse_folder(folder, problem)
     info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or \
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or \
             info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise InvalidInputError(f"{folder} is not a folder of yours that only you can write",
-                                fix="remove it, or pass --pidfile and --log elsewhere")
+        raise _refuse_folder(folder, f"mode {stat.filemode(info.st_mode)}, uid {info.st_uid}")
     return folder
 
 
@@ -90,13 +107,34 @@ def write_pidfile(pidfile: Path, pid: int) -> None:
     write_atomic(pidfile, f"{pid}\n".encode(), 0o644)
 
 
-def open_log(path: Path) -> int:
-    """A new log file (a link planted at its name is not followed)."""
+def _open_own(path: Path, flags: int) -> int:
+    """``path`` opened without following a link or waiting (a FIFO planted at its name would
+    block the open forever), then checked on the descriptor: a regular file of ours."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
-                       os.O_CLOEXEC | os.O_NOCTTY, 0o640)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
+                     0o640)
     except OSError as exc:
-        raise InvalidInputError(f"--log {path} cannot be written ({exc.strerror})") from None
+        why = "a FIFO or socket, not a regular file" if exc.errno == errno.ENXIO else \
+            exc.strerror
+        raise InvalidInputError(f"--log {path} cannot be written ({why})",
+                                fix="remove it, or pass another --log") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(fd)
+        what = f"belongs to uid {info.st_uid}" if stat.S_ISREG(info.st_mode) else \
+            "is not a regular file"
+        raise InvalidInputError(f"--log {path} cannot be written (it {what})",
+                                fix="remove it, or pass another --log")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_log(path: Path) -> int:
+    """A new log file, emptied: a link, a FIFO or another user's file planted at its name is
+    refused, exit 2 (:func:`_open_own`)."""
+    fd = _open_own(path, os.O_WRONLY | os.O_CREAT)
+    os.ftruncate(fd, 0)
+    return fd
 
 
 def _tee(source: int, log: int, echo: int) -> None:
@@ -138,15 +176,21 @@ class LogWatch:
     """The log as the server writes it: whether the ready marker came, the last line."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.ready, self.last, self._rest = path, 0, False, "", b""
+        self.offset, self.ready, self.last, self._rest = 0, False, "", b""
+        try:  # once, checked like the writer's (a name swapped later is not read)
+            self.fd: int | None = _open_own(path, os.O_RDONLY)
+        except InvalidInputError:
+            self.fd = None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
     def poll(self) -> None:
-        try:
-            with self.path.open("rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read(TAIL_BYTES)
-        except OSError:
+        if self.fd is None:
             return
+        data = os.pread(self.fd, TAIL_BYTES, self.offset)
         self.offset += len(data)
         lines = (self._rest + data).split(b"\n")
         self._rest = lines.pop()[-TAIL_BYTES:]
@@ -172,7 +216,7 @@ def wait_ready(process: subprocess.Popen[bytes], log: Path, endpoint: smoke.Endp
     watch, start = LogWatch(log), time.monotonic()
     shown = ""
     task: contextlib.ExitStack = contextlib.ExitStack()
-    with task:
+    with task, contextlib.closing(watch):
         while True:
             reap()
             watch.poll()
