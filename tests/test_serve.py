@@ -4,6 +4,7 @@ tests/test_serve_realserver.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.deploy import serve_start
+from ascendpatch.deploy import procs, serve_start, serve_supervise, smoke
 from ascendpatch.errors import InvalidInputError
 from tests.kit import run_cli, seconduid, write_manifest
 
@@ -190,3 +191,47 @@ def test_another_users_runtime_dir_is_not_used_nor_a_folder_in_it(tmp_path: Path
     assert serve_start.runtime_dir({"XDG_RUNTIME_DIR": str(tmp_path)}) == \
         tmp_path / "ascendpatch"
 
+
+@contextlib.contextmanager
+def _group(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A leader that exits at once (code 3) and leaves a member of its group running."""
+    process = serve_start.spawn(["sh", "-c", "sleep 60 & exit 3"], dict(os.environ),
+                                tmp_path / "g.log")
+    try:
+        yield process
+    finally:
+        serve_start.stop_group(process, grace=1.0)
+
+
+def _leader_is_a_zombie(pid: int) -> bool:
+    proc = procs.read(pid)
+    return proc is not None and proc.zombie
+
+
+def test_the_leader_stays_unreaped_until_its_group_is_stopped(tmp_path: Path) -> None:
+    """A zombie leader keeps its group's id: killpg can never reach a group that took it."""
+    endpoint = smoke.Endpoint("http", "127.0.0.1", 9, "")
+    with _group(tmp_path) as process:
+        outcome = serve_start.wait_ready(process, tmp_path / "g.log", endpoint, 60.0)
+        assert outcome.exit_code == 3 and _leader_is_a_zombie(process.pid)
+        assert serve_start.members(process.pid)  # the sleep still runs in the group
+        serve_start.stop_group(process, grace=1.0)
+        assert procs.read(process.pid) is None and not serve_start.members(process.pid)
+
+
+def test_the_reaper_keeps_the_leader_for_last(tmp_path: Path) -> None:
+    with _group(tmp_path) as process:
+        reaper = serve_supervise.Reaper(process)
+        while process.returncode is None:
+            reaper()
+            serve_supervise._pause()
+        assert process.returncode == 3 and _leader_is_a_zombie(process.pid)
+        serve_start.stop_group(process, grace=1.0, reap=reaper)
+        assert procs.read(process.pid) is None and process.returncode == 3
+
+
+def test_supervise_passes_the_code_through_and_stops_the_group_left(tmp_path: Path) -> None:
+    with _group(tmp_path) as process:
+        code, left = serve_supervise.supervise(process, serve_supervise.Reaper(process), 1.0)
+        assert code == 3 and len(left) == 1  # the background sleep (or its shell before exec)
+        assert procs.read(process.pid) is None and not serve_start.members(process.pid)

@@ -168,6 +168,7 @@ def _start(ctx: Context, argv: Sequence[str], env: dict[str, str], options: Opti
             return lines.result(f"serve: ready on {endpoint.shown()} (PID {process.pid})")
         assert isinstance(reaper, serve_supervise.Reaper)
         code, left = serve_supervise.supervise(process, reaper)
+        forwarder.group = None  # reaped: its id may be another group's now
         with contextlib.suppress(OSError):
             remove(pidfile)
     stopped = ", ".join(f"PID {p.pid} ({p.title})" for p in left) or "none"

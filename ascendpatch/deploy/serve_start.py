@@ -221,8 +221,9 @@ def wait_ready(process: subprocess.Popen[bytes], log: Path, endpoint: smoke.Endp
             reap()
             watch.poll()
             elapsed = time.monotonic() - start
-            if process.poll() is not None:
-                return Outcome(False, elapsed, process.returncode, stage(watch.last))
+            code = process.returncode if process.returncode is not None else exited(process.pid)
+            if code is not None:  # left unreaped: its zombie keeps the group's id ours
+                return Outcome(False, elapsed, code, stage(watch.last))
             if watch.ready and smoke.models(endpoint, 5.0)[0].ok:
                 return Outcome(True, elapsed, None, stage(watch.last))
             if elapsed > timeout:
@@ -243,15 +244,40 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE,
     group = process.pid
     found = members(group)
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        if not members(group) and exited(group) is None and process.returncode is not None:
+            break  # the leader is reaped and the group empty: its id may be another's now
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group, sig)
         deadline = time.monotonic() + wait
         while members(group) and time.monotonic() < deadline:
             reap()
-            process.poll()
             time.sleep(0.1)
-    process.poll()
+    reap_leader(process)
     return found
+
+
+def exited(pid: int) -> int | None:
+    """The exit code (-N: signal N) of our child ``pid`` once it has ended, without reaping
+    it: as long as its zombie is there, no other process or group can take its id."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def reap_leader(process: subprocess.Popen[bytes]) -> None:
+    """Reap the server's leader, last, once its group is stopped; its code kept."""
+    code = exited(process.pid)
+    if code is None:
+        process.poll()
+        return
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(process.pid, 0)
+    if process.returncode is None:
+        process.returncode = code
 
 
 def members(group: int) -> list[procs.Proc]:

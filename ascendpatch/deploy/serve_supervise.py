@@ -40,28 +40,30 @@ def become_subreaper() -> bool:
         return False
 
 
-def exit_code(status: int) -> int:
-    """A wait status as a shell reports it."""
-    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else \
-        128 + os.WTERMSIG(status)
-
-
 class Reaper:
-    """Reaps every exited child; the server's own status is kept for its Popen."""
+    """Reaps every exited child but the server: its exit code is kept for its Popen and it is
+    left a zombie (reaped last, by ``serve_start.stop_group``), which keeps its group's id
+    from being reused while the group is signalled."""
 
     def __init__(self, process: subprocess.Popen[bytes] | None = None) -> None:
         self.process = process
 
     def __call__(self) -> None:
-        while True:
+        leader = self.process.pid if self.process is not None else None
+        while True:  # peek (WNOWAIT) first: the leader is never reaped here
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 return
-            if pid == 0:
+            if info is None or info.si_pid == 0:
                 return
-            if self.process is not None and pid == self.process.pid:
-                self.process.returncode = exit_code(status)
+            if self.process is not None and info.si_pid == leader:
+                if self.process.returncode is None:
+                    self.process.returncode = info.si_status \
+                        if info.si_code == os.CLD_EXITED else 128 + info.si_status
+                return
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(info.si_pid, os.WNOHANG)
 
     def drain(self, seconds: float) -> None:
         """Reap until no child is left or ``seconds`` have passed."""
