@@ -135,3 +135,24 @@ def test_pip_compiles_words_name_the_manifest_not_its_deleted_input(tmp_path: Pa
         "Cannot install vllm-ascend==0.18.0 (manifest s18) and transformers>=4.57.4 (manifest "
         "s18) because these package versions have conflicting dependencies. (from -c the lock "
         "input of manifest s18)")
+
+
+@pytest.mark.integration
+def test_pips_failure_on_a_lock_names_the_users_file_not_the_private_copy(
+        tmp_path: Path) -> None:
+    """install --lock hands pip a private copy (read once); pip's error quoted that copy's
+    temp path, deleted once the command ends (1ae4e26..e57e3c0). Real pip, an empty
+    wheelhouse."""
+    from tests.kit import run_cli, wheels
+
+    python = wheels.make_venv(tmp_path / "target")
+    lock = tmp_path / "my.lock"
+    lock.write_text("six==1.16.0 --hash=sha256:"
+                    "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254\n")
+    lock.chmod(0o644)
+    (tmp_path / "wh").mkdir()
+    result = run_cli("--python", python, "install", "--lock", lock, "--offline",
+                     "--wheelhouse", tmp_path / "wh", "--dry-run")
+    said = result.out + result.err
+    assert result.code == 1 and "pip cannot resolve" in said, said
+    assert str(lock) in said and "lock.txt" not in said, said

@@ -22,7 +22,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ascendpatch import progress
+from ascendpatch import paths, progress
 from ascendpatch.commands import context
 from ascendpatch.commands.context import Context, locked
 from ascendpatch.env import lockfile, pipadapter, pipdiff, pipinstall, resolver, stackcheck
@@ -30,6 +30,7 @@ from ascendpatch.env.pipadapter import ONLINE, Source
 from ascendpatch.env.reqs import parse as parse_requirement
 from ascendpatch.env.resolver import Mode
 from ascendpatch.env.target import Target
+from ascendpatch.errors import AscendpatchError
 from ascendpatch.inspect.checks.pins import pin_check
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.shell import cliargs
@@ -73,7 +74,13 @@ def run(ctx: Context, reqs: Sequence[str], *, dry_run: bool = False, source: Sou
         steps = pipdiff.steps_for(requested, ctx.manifest.no_deps,
                                   str(copy) if copy is not None else None, loose_file)
         choice = resolver.choose(mode, ctx.target, ctx.env)
-        return _planned(ctx, steps, requested, dry_run=dry_run, source=source, choice=choice)
+        try:
+            return _planned(ctx, steps, requested, dry_run=dry_run, source=source,
+                            choice=choice)
+        except AscendpatchError as exc:
+            if copy is not None and lock is not None:  # pip names the copy, gone after this
+                exc.message = exc.message.replace(str(copy), paths.shown(lock))
+            raise
 
 
 def _planned(ctx: Context, steps: Sequence[pipdiff.PipStep], requested: list[Requirement], *,
