@@ -29,7 +29,7 @@ description:
   - In diff mode C(apply) returns the unified diff of what it changes (or would change).
   - C(preview) (check mode, run on the controller with C(delegate_to), for a node that has no
     ascendpatch yet) returns as its diff the patch of each artifact the rollout would apply,
-    from the controller's copy of the manifest (C(ascendpatch manifests --patches)): the
+    from the controller's copy of the manifest (C(ascendpatch manifests --patches)), that is the
     manifest's change, not a diff against that node's files, which it cannot read before the
     tool is installed there. Outside check mode it is skipped.
 options:
