@@ -52,13 +52,14 @@ def find() -> Found:
 
 def unsafe(binary: Path) -> str | None:
     """Why someone other than root or this user could replace ``binary``, if anyone can."""
+    from ascendpatch.config import untrusted  # the one rule: root's or ours, not writable
+
     me = os.geteuid()
     for path in [binary, *binary.parents]:
         info = os.lstat(path)
+        if untrusted(info, sticky_ok=stat.S_ISDIR(info.st_mode)) is None:
+            continue
         if info.st_uid not in (0, me):
             return f"{path} is owned by uid {info.st_uid}, not by root or this user (uid {me})"
-        writable = info.st_mode & 0o022
-        sticky_dir = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
-        if writable and not sticky_dir:
-            return f"{path} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+        return f"{path} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
     return None
