@@ -140,7 +140,7 @@ def test_cache_lives_outside_the_target_one_per_target(env: dict[str, Path],
     assert len(caches) == 1
     doc = json.loads(caches[0].read_bytes())
     assert doc["target"] == os.path.realpath(env["site"])
-    assert "other/util.py" in doc["files"]
+    assert "other/util.py" in doc["files"]["keys"]
     second = tmp_path / "second" / "site-packages"
     second.mkdir(parents=True)
     make_dist(second, "solo", "1.0", {"solo/__init__.py": ""})

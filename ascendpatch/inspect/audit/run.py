@@ -173,7 +173,7 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
     for key, name, version in summary.missing:
         report.findings.append(AuditFinding("missing", key, name, f"{name} {version}"))
     report.findings += [changed(code, key, name, version,
-                                 record_to_hex(str(cache.entries[key][4])) or "", expected)
+                                 record_to_hex(cache.entries[key][4]) or "", expected)
                         for key, code, name, version in summary.differ]
     report.findings.sort(key=lambda f: (f.expected, f.path))
     return report

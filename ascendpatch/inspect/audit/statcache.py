@@ -28,12 +28,15 @@ from typing import Any
 
 from ascendpatch import cachedir, progress
 from ascendpatch.hashing import record_to_hex
-from ascendpatch.inspect.audit import hashpool
+from ascendpatch.inspect.audit import hashpool, statfile
 from ascendpatch.inspect.audit.hashpool import GONE, Done, Hasher
 from ascendpatch.inspect.audit.report import Timings
+from ascendpatch.inspect.audit.statfile import Entry
 
 CACHE_NAME = "statcache.json"
-CACHE_FORMAT = 3  # 3: kept outside the target, keyed by the target's folder
+# 3: kept outside the target, keyed by the target's folder; 4: the files' entries packed in
+# columns (statfile.py). A cache of another format is not read: the next audit is a full one.
+CACHE_FORMAT = 4
 SECOND_NS = 10**9
 # How much older than the audit's start a stat must be to prove its file unchanged. Whole
 # seconds (the file system keeps no more; FAT keeps even ones): 2 s and the clock's tick.
@@ -70,7 +73,7 @@ Differ = tuple[str, str, str, str]  # key, rpm -V code, distribution name, versi
 class Summary:
     """The outcome of the last full audit, for the repeat audit that answers from the cache.
 
-    Saved as the JSON object cache format 3 has always held ({"records", "missing",
+    Saved as the JSON object cache formats 3 and 4 hold ({"records", "missing",
     "differ", "orphan_folders"}, rows as lists), so a cache written before this class
     existed is still used."""
 
@@ -103,7 +106,7 @@ class FolderWalk:
     """What the orphan walk last saw in one package folder: the files no RECORD lists, and
     every folder's (mtime_ns, ctime_ns) so that a folder that gained or lost an entry shows.
 
-    Saved as the JSON object cache format 3 has always held ({"records", "dirs", "unlisted",
+    Saved as the JSON object cache formats 3 and 4 hold ({"records", "dirs", "unlisted",
     "owner"})."""
 
     records: str  # the RECORD files' key when the folder was walked
@@ -138,7 +141,7 @@ class StatCache:
         self.started_ns = time.time_ns()  # before any file of this audit is stat'ed
         self.root = os.path.realpath(root)
         self.path = cache_path(root)
-        self.entries: dict[str, list[int | str]] = {}
+        self.entries: dict[str, Entry] = {}
         self.orphans: dict[str, FolderWalk] = {}  # package folder -> its last walk
         self.summary: Summary | None = None  # the last full audit's outcome, see run._repeat
         self.verified_ns = 0
@@ -147,7 +150,7 @@ class StatCache:
         try:
             doc = json.loads(cachedir.read(self.path) or b"{}")
             if doc.get("format") == CACHE_FORMAT and doc.get("target") == self.root:
-                self.entries = doc["files"]
+                self.entries = statfile.decode(doc["files"])
                 self.orphans = _walks(doc.get("orphans", {}))
                 self.summary = Summary.from_json(doc.get("summary"))
                 self.verified_ns = int(doc.get("verified_ns", 0))  # none: nothing verified
@@ -165,17 +168,17 @@ class StatCache:
 
     def get(self, rel: str, st: os.stat_result) -> str | None:
         cached = self.entries.get(rel)
-        if isinstance(cached, list) and len(cached) == 5 and cached[0] == st.st_size \
+        if cached is not None and cached[0] == st.st_size \
                 and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino \
                 and cached[3] == st.st_ctime_ns and self.vouches(rel, st):
-            return str(cached[4])
+            return cached[4]
         return None
 
     def put(self, rel: str, st: os.stat_result, digest: str) -> None:
         old = self.entries.get(rel)
-        self.entries[rel] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, digest]
+        self.entries[rel] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, digest)
         self.fresh.add(rel)
-        if not isinstance(old, list) or len(old) != 5 or old[4] != digest:
+        if old is None or old[4] != digest:
             self.summary = None  # a file hashed outside a full audit: its outcome may differ
         self.dirty = True
 
@@ -186,7 +189,8 @@ class StatCache:
         if not self.dirty:
             return
         self._forget_unverified()
-        data = json.dumps({"format": CACHE_FORMAT, "target": self.root, "files": self.entries,
+        data = json.dumps({"format": CACHE_FORMAT, "target": self.root,
+                           "files": statfile.encode(self.entries),
                            "verified_ns": self.started_ns,
                            "orphans": {f: w.to_json() for f, w in self.orphans.items()},
                            "summary": self.summary.to_json() if self.summary else {}},
@@ -201,14 +205,8 @@ class StatCache:
         if stale:
             self.summary = None  # the repeat audit needs every file's entry
 
-    def _kept(self, rel: str, cached: object) -> bool:
-        if rel in self.fresh:
-            return True
-        if not (isinstance(cached, list) and len(cached) == 5):
-            return False
-        mtime, ctime = cached[1], cached[3]
-        return isinstance(mtime, int) and isinstance(ctime, int) \
-            and not racy(mtime, ctime, self.verified_ns)
+    def _kept(self, rel: str, cached: Entry) -> bool:
+        return rel in self.fresh or not racy(cached[1], cached[3], self.verified_ns)
 
 
 def _walks(doc: Any) -> dict[str, FolderWalk]:
