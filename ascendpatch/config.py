@@ -20,7 +20,6 @@ naming the file and the key: nothing is guessed from a broken file.
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 import sys
@@ -31,11 +30,6 @@ from pathlib import Path
 from ascendpatch import progress
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import NotRegularFileError, open_regular, shown
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - the fast tier's Python 3.10
-    import tomli as tomllib
 
 PROJECT_NAME = "ascendpatch.toml"
 KEYS = ("python", "site-packages", "manifest")
@@ -142,7 +136,7 @@ def read(path: Path) -> Config | None:
         return None
     try:
         doc = read_text(text)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError
         raise _bad(path, f"not TOML ({exc})") from None
     except RecursionError:
         raise _bad(path, "nested too deep to be a config") from None
@@ -177,6 +171,8 @@ def _values(path: Path, doc: Mapping[str, object]) -> dict[str, str]:
     values: dict[str, str] = {}
     for key, value in doc.items():
         if key not in KEYS:
+            import difflib
+
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise _bad(path, f"unknown key {shown(key)!r}{hint}; known keys: {', '.join(KEYS)}")
@@ -210,8 +206,16 @@ def _bad(path: Path, problem: str) -> InvalidInputError:
 
 
 def read_text(text: str) -> dict[str, object]:
-    """``text`` as TOML (what tomllib / tomli returns)."""
-    return tomllib.loads(text)
+    """``text`` as TOML (what tomllib / tomli returns; TOMLDecodeError is a ValueError).
+
+    Imported here, when a config file was found: most runs find none (tomllib costs 3 ms,
+    a tenth of a repeat audit's start)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - the fast tier's Python 3.10
+        import tomli as tomllib
+    doc: dict[str, object] = tomllib.loads(text)
+    return doc
 
 
 def render(values: Mapping[str, str]) -> str:
@@ -222,7 +226,7 @@ def render(values: Mapping[str, str]) -> str:
     text = "".join(f"{key} = {json.dumps(value)}\n" for key, value in values.items())
     try:
         back = read_text(text)
-    except tomllib.TOMLDecodeError:
+    except ValueError:  # TOMLDecodeError
         back = {}
     if back != dict(values):
         raise ValueError(f"cannot write {dict(values)!r} as TOML")

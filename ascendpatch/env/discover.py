@@ -8,7 +8,6 @@ is a 3.10 without pip.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -20,6 +19,8 @@ ANCHOR_DISTRIBUTION = "vllm-ascend"
 
 
 def candidates(env: Mapping[str, str], preferred: Sequence[str] = ()) -> list[Path]:
+    import shutil  # (here: a run with --python needs none of it, and it costs 2 ms)
+
     found: list[Path] = [Path(p) for p in preferred]
     found.append(Path("/usr/local/python3.12.13/bin/python3"))
     found += sorted(Path("/usr/local").glob("python3*/bin/python3"), reverse=True)
