@@ -45,6 +45,16 @@ print(time.perf_counter() - wall, time.process_time() - cpu)
 """
 
 
+# The least a repeat audit in Python can cost: the interpreter's start and one os.stat of each
+# file (the same files), in a bare loop, nothing compared and nothing imported.
+STAT_ALONE = """\
+import os, sys
+stat = os.stat
+for name in open(sys.argv[1], "rb").read().split(b"\\0")[:-1]:
+    stat(name)
+"""
+
+
 @dataclass
 class Bound:
     """The cold audit's physical bound: the process start, then the largest file's SHA-256 on
@@ -77,6 +87,13 @@ def hash_alone(listing: Path, repeat: int) -> tuple[float, float]:
                              capture_output=True, text=True, check=True).stdout.split()
         runs.append((float(out[0]), float(out[1])))
     return (statistics.median(r[0] for r in runs[1:]), statistics.median(r[1] for r in runs[1:]))
+
+
+def repeat_floor(listing: Path, repeat: int) -> Any:
+    """The repeat audit's floor (STAT_ALONE, the same interpreter): a ``run.Sample``."""
+    from run import timed  # (run imports this module)
+
+    return timed([sys.executable, "-c", STAT_ALONE, str(listing)], repeat=repeat)
 
 
 def bound(scratch: Path, listing: Path, repeat: int) -> tuple[Bound, Path]:

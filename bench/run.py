@@ -314,9 +314,14 @@ def main() -> int:
     w = warm.get("timings", {})
     assert isinstance(w, dict)
     git = pairs["audit repeat / git status"][1]
+    floor = breakdown.repeat_floor(listing, repeat)
     print(f"\nrepeat audit: stat walk of {warm.get('files_checked')} files {w.get('stat'):.3f}s, "
           f"audit() {w.get('total'):.3f}s, the whole command {repeat_audit.wall:.3f}s; "
           f"git status on the same tree {git.wall:.3f}s")
+    print(f"  its floor in Python (the interpreter's start and a bare os.stat loop over the same "
+          f"files, bench/breakdown.STAT_ALONE) {floor.wall:.3f}s wall, {floor.cpu:.3f}s cpu: "
+          f"audit repeat / floor {repeat_audit.wall / floor.wall:.2f}, floor / git status "
+          f"{floor.wall / git.wall:.2f} (cpu {floor.cpu / max(git.cpu, 1e-9):.2f})")
     warm_cmd = [*tool, "audit"]
     warm_imports = breakdown.import_times(warm_cmd, audit_env)
     warm_calls = breakdown.syscalls(warm_cmd, audit_env)
@@ -327,6 +332,7 @@ def main() -> int:
     print(f"  counts (load-independent): {'; '.join(warm_calls)}; {warm_py} Python calls; git "
           f"status: {'; '.join(breakdown.syscalls(git_status, audit_env)[:1])}")
     report["repeat_audit_timings"] = w
+    report["repeat_audit_floor"] = vars(floor)
     report["repeat_audit_counts"] = {"syscalls": warm_calls, "python_calls": warm_py,
                                      "imports": warm_imports, "python_start": vars(start_up)}
     if profiles:

@@ -48,21 +48,25 @@ def _fits(entry: Entry) -> bool:
     """Whether the entry's numbers fit their columns (a stat of a hostile file system may
     not: such a file is simply not cached, and hashed again next time)."""
     low, high = _LIMITS[_SIGNED]
-    top = _LIMITS[_UNSIGNED][1]
-    size, mtime, ino, ctime = entry[0], entry[1], entry[2], entry[3]
-    return all(low <= v <= high for v in (size, mtime, ctime)) and 0 <= ino <= top
+    return low <= entry[0] <= high and low <= entry[1] <= high and low <= entry[3] <= high \
+        and 0 <= entry[2] <= _LIMITS[_UNSIGNED][1]
+
+
+def _columns(entries: Mapping[str, Entry]) -> tuple[list[str], list[str], str, str]:
+    """Raises OverflowError when some number does not fit its column."""
+    values = entries.values()
+    stats = [n for size, mtime, _ino, ctime, _digest in values for n in (size, mtime, ctime)]
+    return (list(entries), [entry[4] for entry in values], _packed(_SIGNED, stats),
+            _packed(_UNSIGNED, [entry[2] for entry in values]))
 
 
 def encode(entries: Mapping[str, Entry]) -> dict[str, Any]:
     """The JSON object holding ``entries`` (those whose numbers fit)."""
-    kept = [(key, entry) for key, entry in entries.items() if _fits(entry)]
-    stats: list[int] = []
-    for _key, (size, mtime, _ino, ctime, _digest) in kept:
-        stats += (size, mtime, ctime)
-    return {"keys": [key for key, _entry in kept],
-            "digests": [entry[4] for _key, entry in kept],
-            "stats": _packed(_SIGNED, stats),
-            "inodes": _packed(_UNSIGNED, [entry[2] for _key, entry in kept])}
+    try:  # every number is checked by array, in C; one by one only when one is out of range
+        keys, digests, stats, inodes = _columns(entries)
+    except OverflowError:
+        keys, digests, stats, inodes = _columns({k: e for k, e in entries.items() if _fits(e)})
+    return {"keys": keys, "digests": digests, "stats": stats, "inodes": inodes}
 
 
 def decode(doc: Any) -> dict[str, Entry]:
