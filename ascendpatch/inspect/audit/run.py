@@ -184,23 +184,36 @@ def _unchanged(cache: StatCache, summary: Summary, root: str, workers: int) -> i
     missing one is still missing, and each file whose entry cannot vouch for it (racy: it may
     have changed within the tick it was hashed in) is hashed again and found the same; None
     when anything moved."""
-    stat, vouches, edge = os.stat, cache.vouches, cache.edge
-    racy: list[tuple[str, str, int]] = []
     try:
-        for key, cached in cache.entries.items():
-            path = key if key.startswith("/") else root + key
-            st = stat(path)
-            if cached[0] != st.st_size or cached[1] != st.st_mtime_ns \
-                    or cached[2] != st.st_ino or cached[3] != st.st_ctime_ns:
-                return None
-            if (st.st_mtime_ns > edge or st.st_ctime_ns > edge) and not vouches(key, st):
-                racy.append((key, path, st.st_size))
+        racy = _stat_walk(cache, root)
     except OSError:
+        return None
+    if racy is None:
         return None
     if any(os.path.lexists(key if key.startswith("/") else root + key)
            for key, *_rest in summary.missing):
         return None
     return len(racy) if not racy or _same_again(cache, racy, workers) else None
+
+
+def _stat_walk(cache: StatCache, root: str) -> list[tuple[str, str, int]] | None:
+    """One stat per cached file (keys relative to the target's folder, through a descriptor
+    of it: the kernel walks only the key's own components, 10 % of the walk); the racy files
+    to hash again, or None at the first file whose stat differs."""
+    stat, vouches, edge = os.stat, cache.vouches, cache.edge
+    racy: list[tuple[str, str, int]] = []
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_PATH", 0))
+    try:  # (an absolute key, a file outside the folder, is stat'ed as it is: fstatat)
+        for key, (size, mtime, ino, ctime, _digest) in cache.entries.items():
+            st = stat(key, dir_fd=folder)
+            if st.st_mtime_ns != mtime or st.st_size != size or st.st_ino != ino \
+                    or st.st_ctime_ns != ctime:
+                return None
+            if (mtime > edge or ctime > edge) and not vouches(key, st):
+                racy.append((key, key if key.startswith("/") else root + key, size))
+    finally:
+        os.close(folder)
+    return racy
 
 
 def _same_again(cache: StatCache, racy: list[tuple[str, str, int]], workers: int) -> bool:
