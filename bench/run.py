@@ -80,9 +80,22 @@ def _run(cmd: Sequence[str], env: dict[str, str] | None) -> tuple[float, float, 
     return wall, usage.ru_utime + usage.ru_stime, peak
 
 
+def launched(cmd: Sequence[str]) -> list[str]:
+    """``cmd`` as users run it: ``PYTHON -m NAME ARGS`` through the launcher that pip wrote
+    beside that interpreter (``bin/NAME``: ``ascendpatch`` as install.sh leaves it, ``pip``),
+    when there is one. ``-m`` would add runpy's imports (3.6 ms here) to both sides."""
+    if len(cmd) >= 3 and cmd[1] == "-m" and cmd[2] in ("ascendpatch", "pip"):
+        script = Path(cmd[0]).parent / cmd[2]
+        if script.is_file() and os.access(script, os.X_OK):
+            return [str(script), *cmd[3:]]
+    return list(cmd)
+
+
 def timed(cmd: Sequence[str], before: Sequence[str] | None = None, repeat: int = 5,
           env: dict[str, str] | None = None) -> Sample:
-    """Medians of ``cmd`` over ``repeat`` runs (``before`` runs untimed ahead of each)."""
+    """Medians of ``cmd`` over ``repeat`` runs (``before`` runs untimed ahead of each), run
+    as users run it (:func:`launched`)."""
+    cmd = launched(cmd)
     subprocess.run(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    check=False, env=env)  # warm-up: page cache, bytecode
     walls, cpus, peak = [], [], 0
