@@ -280,3 +280,18 @@ def test_any_answer_of_the_parser_script_is_one_serve_args_line(doc: dict[str, o
     if parsing.parsed is not None:
         parsing.parsed.get("--quantization")
         assert parsing.parsed.model is None or isinstance(parsing.parsed.model, str)
+
+
+def test_a_named_target_that_cannot_be_used_is_exit_2(model: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """check-launch works without a target (discovery may find none), but a target the user
+    named, by flag or $ASCENDPATCH_PYTHON, that does not exist is their error, as for every
+    other command: exit 2 naming it, never a quiet "no target found"."""
+    missing = tmp_path / "nowhere" / "bin" / "python"
+    argv = ("check-launch", "--", "vllm", "serve", str(model))
+    result = run_cli("--python", missing, *argv)
+    assert result.code == 2 and f"{missing} does not exist" in result.err, result
+    assert "no target found" not in result.out + result.err
+    monkeypatch.setenv("ASCENDPATCH_PYTHON", str(missing))
+    result = run_cli(*argv)
+    assert result.code == 2 and f"{missing} does not exist" in result.err, result

@@ -12,7 +12,7 @@ import yaml
 from ascendpatch.commands import context
 from ascendpatch.deploy import launch
 from ascendpatch.env.target import Target
-from ascendpatch.errors import AscendpatchError, InvalidInputError
+from ascendpatch.errors import InvalidInputError
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.shell import cliargs
 
@@ -47,10 +47,7 @@ def run(argv: Sequence[str], model_dir: Path | None, config: Path | None,
 
 
 def _target(args: Namespace) -> Target | None:
-    try:
-        return context.target_from_args(args)
-    except AscendpatchError:
-        return None
+    return context.optional_target(args)
 
 
 def installed_vllm_ascend(target: Target | None) -> launch.AscendQuant:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascendpatch import redact
-from ascendpatch.errors import InvalidInputError
+from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.paths import shown
 from ascendpatch.results import Hint, Phrase
 
@@ -185,6 +185,19 @@ def target_from_args(args: Namespace, preferred: Sequence[str] = ()) -> Target:
                                       run_preferred=reach(command) is Reach.INTERPRETER)
     said_target(target, choice)
     return target
+
+
+def optional_target(args: Namespace) -> Target | None:
+    """For commands that also work without a target (check-launch, logs): the target, or
+    None when none was named and discovery found none. A target that was named (a flag,
+    ``$ASCENDPATCH_PYTHON``, a config file) but cannot be used is the user's error, raised
+    (exit 2) as every other command does: never quietly "no target found"."""
+    if choose_target(args).value is not None:
+        return target_from_args(args)
+    try:
+        return target_from_args(args)
+    except AscendpatchError:
+        return None
 
 
 def said_target(target: Target, choice: Choice) -> None:

@@ -311,10 +311,7 @@ def run(manifest: Manifest, paths: list[Path], enabled_extra: tuple[str, ...] = 
 
 def _target(args: Namespace, cache: dict[str, Target | None]) -> Target | None:
     if "target" not in cache:
-        try:
-            cache["target"] = context.target_from_args(args)
-        except AscendpatchError:
-            cache["target"] = None
+        cache["target"] = context.optional_target(args)
     return cache["target"]
 
 
