@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING
 
 from ascendpatch import catalog, progress
 from ascendpatch.errors import AscendpatchError
-from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.paths import (
+    NotRegularFileError,
+    foreign_owner,
+    open_regular,
+    open_to_others,
+    untrusted,
+)
 from ascendpatch.store import atomic
 
 if TYPE_CHECKING:
@@ -40,19 +46,13 @@ class UnsafeCacheError(AscendpatchError):
     """A cache folder that others could have written, where only a trusted one will do."""
 
 
-def _owner(info: os.stat_result) -> str:
-    return f"owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})"
-
-
 def _above(root: Path) -> str | None:
     """Why a folder above the cache root lets someone else replace the root, if one does."""
     start = Path(os.path.realpath(root.parent))
     for path in [start, *start.parents]:
-        info = path.stat()
-        if info.st_uid not in (0, os.geteuid()):
-            return f"{path} is {_owner(info)}"
-        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-            return f"{path} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+        why = untrusted(path.stat(), sticky_ok=True)
+        if why is not None:
+            return f"{path} is {why}"
     return None
 
 
@@ -65,11 +65,8 @@ def _own(path: Path) -> str | None:
         return f"{path} is a symbolic link"
     if not stat.S_ISDIR(info.st_mode):
         return f"{path} is not a folder"
-    if info.st_uid != os.geteuid():
-        return f"{path} is {_owner(info)}"
-    if info.st_mode & 0o022:
-        return f"{path} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
-    return None
+    why = foreign_owner(info, root_ok=False) or open_to_others(info)
+    return None if why is None else f"{path} is {why}"
 
 
 def problem(folder: Path) -> str | None:
@@ -128,11 +125,11 @@ def trusted_tree(path: Path, why_needed: str) -> Path:
         for name in [*dirs, *files]:
             entry = Path(folder_name) / name
             info = os.lstat(entry)
-            why = f"{entry} is {_owner(info)}" if info.st_uid != os.geteuid() else None
-            if why is None and info.st_mode & 0o022 and not stat.S_ISLNK(info.st_mode):
-                why = f"{entry} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+            why = foreign_owner(info, root_ok=False) or (
+                None if stat.S_ISLNK(info.st_mode) else open_to_others(info))
             if why is not None:
-                raise UnsafeCacheError(f"cannot use the cache: {why}; {why_needed}", fix=FIX)
+                raise UnsafeCacheError(f"cannot use the cache: {entry} is {why}; {why_needed}",
+                                       fix=FIX)
     return path
 
 

@@ -21,7 +21,6 @@ naming the file and the key: nothing is guessed from a broken file.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from ascendpatch import progress
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.paths import NotRegularFileError, open_regular, shown
+from ascendpatch.paths import NotRegularFileError, open_regular, shown, untrusted
 
 PROJECT_NAME = "ascendpatch.toml"
 KEYS = ("python", "site-packages", "manifest")
@@ -78,15 +77,6 @@ def user_config_path(env: Mapping[str, str]) -> Path | None:
         return Path(xdg) / "ascendpatch" / "config.toml"
     home = env.get("HOME")
     return Path(home) / ".config" / "ascendpatch" / "config.toml" if home else None
-
-
-def untrusted(info: os.stat_result, *, sticky_ok: bool = False) -> str | None:
-    """Why a file or folder with this stat lets another user choose its content, if it does."""
-    if info.st_uid not in (0, os.geteuid()):
-        return f"owned by uid {info.st_uid}, not by this user (uid {os.geteuid()}) or root"
-    if info.st_mode & 0o022 and not (sticky_ok and info.st_mode & stat.S_ISVTX):
-        return f"writable by other users (mode {stat.S_IMODE(info.st_mode):o})"
-    return None
 
 
 def _folder_problem(folder: Path) -> str | None:

@@ -108,6 +108,36 @@ def read_regular_with_stat(path: Path | str, limit: int) -> tuple[bytes, os.stat
     return data, info
 
 
+# ----------------------------------------------------------------- whose is it
+# The one rule for "could another user have chosen this?" (ascendpatch runs as root on shared
+# hosts): a file or folder is trusted when root or this (effective) user owns it and no one
+# else can write it; a folder others can write passes only where its sticky bit is allowed
+# (like /tmp: there only an entry's owner can rename or replace it). Each returns the reason
+# as a clause for "{path} is {why}", or None.
+
+
+def foreign_owner(info: os.stat_result, *, root_ok: bool = True) -> str | None:
+    """Why this is another user's: owned by neither this user nor (``root_ok``) root."""
+    me = os.geteuid()
+    if info.st_uid == me or (root_ok and info.st_uid == 0):
+        return None
+    return f"owned by uid {info.st_uid}, not by this user (uid {me}){' or root' * root_ok}"
+
+
+def open_to_others(info: os.stat_result, *, sticky_ok: bool = False) -> str | None:
+    """Why others can write this: group or other write permission, unless ``sticky_ok`` and
+    the sticky bit is set. (A symbolic link's own mode means nothing: not asked of one.)"""
+    if info.st_mode & 0o022 and not (sticky_ok and info.st_mode & stat.S_ISVTX):
+        return f"writable by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def untrusted(info: os.stat_result, *, sticky_ok: bool = False) -> str | None:
+    """Why a file or folder with this stat lets another user choose its content, if it does:
+    :func:`foreign_owner` or :func:`open_to_others`."""
+    return foreign_owner(info) or open_to_others(info, sticky_ok=sticky_ok)
+
+
 def shown(path: Path | str) -> str:
     """A path as text that can always be printed, written to a page or encoded as UTF-8:
     bytes of the name that are not UTF-8 appear as ``\\xff`` (as ``ls -b`` shows them)."""

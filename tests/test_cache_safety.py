@@ -119,11 +119,11 @@ def test_the_check_from_the_cache_root_down_and_above_it(tmp_path: Path,
     above.chmod(0o1777)  # sticky, like /tmp: others cannot move our folder away
     assert cachedir.problem(folder) is None
     above.chmod(0o777)
-    assert cachedir.problem(folder) == f"{above} can be written by others (mode 777)"
+    assert cachedir.problem(folder) == f"{above} is writable by other users (mode 777)"
     above.chmod(0o755)
     (tmp_path / "via").symlink_to(above)  # a link above the root: its target is checked
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "via" / "cache"))
     assert cachedir.problem(tmp_path / "via" / "cache" / "releases") is None
     folder.chmod(0o770)
     assert cachedir.problem(tmp_path / "via" / "cache" / "releases") == \
-        f"{tmp_path / 'via' / 'cache' / 'releases'} can be written by others (mode 770)"
+        f"{tmp_path / 'via' / 'cache' / 'releases'} is writable by other users (mode 770)"

@@ -64,14 +64,14 @@ def _replaceable(shared: Path) -> None:
     assert replaced.returncode == 0, replaced.stderr
     binary.unlink()
     binary.write_bytes(b"#!/bin/sh\n")
-    assert uvbin.unsafe(binary) == f"{shared / 'bin'} can be written by others (mode 777)"
+    assert uvbin.unsafe(binary) == f"{shared / 'bin'} is writable by other users (mode 777)"
     (shared / "bin").chmod(0o1777)  # sticky, like /tmp: 65534 cannot replace root's file
     refused = seconduid.run("sh", "-c", f"rm -f {binary}")
     assert refused.returncode != 0 and binary.exists()
     assert uvbin.unsafe(binary) is None
     os.chown(binary, seconduid.NOBODY, seconduid.NOBODY)
-    assert uvbin.unsafe(binary) == f"{binary} is owned by uid 65534, not by root or this user " \
-                                   f"(uid {os.geteuid()})"
+    assert uvbin.unsafe(binary) == f"{binary} is owned by uid 65534, not by this user " \
+                                   f"(uid {os.geteuid()}) or root"
 
 
 def test_pips_own_loader_reads_files_and_environment_in_pips_order(tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ def test_a_file_another_uid_planted_at_the_log_path_gets_nothing(sticky: Path) -
     log = sticky / "s.log"
     planted = seconduid.run("sh", "-c", f"echo theirs > {log}")
     assert planted.returncode == 0, planted.stderr
-    with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+    with pytest.raises(InvalidInputError, match=f"owned by uid {seconduid.NOBODY}"):
         os.close(serve_start.open_log(log))
     assert log.read_text() == "theirs\n"
 
@@ -181,10 +181,10 @@ def test_another_users_runtime_dir_is_not_used_nor_a_folder_in_it(tmp_path: Path
         theirs = seconduid.home_for_nobody(parent)
         assert serve_start.runtime_dir({"XDG_RUNTIME_DIR": str(theirs)}) == \
             Path("/run/ascendpatch")  # su and sudo -E keep the other user's
-        with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+        with pytest.raises(InvalidInputError, match=f"owned by uid {seconduid.NOBODY}"):
             serve_start.private_dir(theirs / "ascendpatch")
         (theirs / "made").mkdir(0o700)  # root's own 0700 folder, in their folder
-        with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+        with pytest.raises(InvalidInputError, match=f"owned by uid {seconduid.NOBODY}"):
             serve_start.private_dir(theirs / "made")
         moved = seconduid.run("mv", theirs / "made", theirs / "gone")
         assert moved.returncode == 0, moved.stderr  # the danger is real: uid 65534 did it

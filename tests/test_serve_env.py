@@ -76,7 +76,7 @@ def test_the_manifest_names_its_own_scripts(root: Path) -> None:
 def test_a_script_in_a_folder_a_second_uid_can_write_is_refused(root: Path) -> None:
     script = _script(root, TOOLKIT, "export OK=1\n")
     script.parent.chmod(0o777)  # world-writable, not sticky
-    with pytest.raises(InvalidInputError, match="can be written by other users"):
+    with pytest.raises(InvalidInputError, match="is writable by other users"):
         serve_env.build(_env(root), [], {})
     replaced = seconduid.run("sh", "-c", f"rm -f {script} && echo 'export OWNED=1' > {script}")
     assert replaced.returncode == 0, replaced.stderr  # the danger is real: uid 65534 did it
@@ -93,11 +93,11 @@ def test_a_sticky_folder_others_can_write_is_fine_for_an_entry_of_ours(root: Pat
 def test_a_script_or_folder_another_uid_owns_is_refused(root: Path) -> None:
     script = _script(root, TOOLKIT, "export OK=1\n")
     os.chown(script, seconduid.NOBODY, seconduid.NOBODY)
-    with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+    with pytest.raises(InvalidInputError, match=f"owned by uid {seconduid.NOBODY}"):
         serve_env.build(_env(root), [], {})
     os.chown(script, 0, 0)
     os.chown(script.parent, seconduid.NOBODY, seconduid.NOBODY)
-    with pytest.raises(InvalidInputError, match=f"belongs to uid {seconduid.NOBODY}"):
+    with pytest.raises(InvalidInputError, match=f"owned by uid {seconduid.NOBODY}"):
         serve_env.build(_env(root), [], {})
 
 
@@ -143,7 +143,7 @@ def test_a_link_in_a_folder_a_second_uid_can_write_is_refused(root: Path) -> Non
     shared.mkdir()
     shared.chmod(0o777)
     (shared / "cann").symlink_to(real.parent)
-    with pytest.raises(InvalidInputError, match=f"{shared} can be written by other users"):
+    with pytest.raises(InvalidInputError, match=f"{shared} is writable by other users"):
         serve_env.build(_env(root), [str(shared / "cann" / "set_env.sh")], {})
     theirs = seconduid.run("sh", "-c", f"mkdir {shared}/mine && echo 'export OWNED=1' > "
                                        f"{shared}/mine/set_env.sh && ln -s {shared}/mine "
@@ -157,7 +157,7 @@ def test_a_relative_link_through_a_folder_of_another_uid_is_refused(root: Path) 
     theirs.mkdir()
     os.chown(theirs, seconduid.NOBODY, seconduid.NOBODY)
     (root / "opt" / "link").symlink_to("../theirs/../opt/cann")
-    with pytest.raises(InvalidInputError, match=f"{theirs} belongs to uid {seconduid.NOBODY}"):
+    with pytest.raises(InvalidInputError, match=f"{theirs} is owned by uid {seconduid.NOBODY}"):
         serve_env.build(_env(root), [str(root / "opt" / "link" / "set_env.sh")], {})
     assert serve_env.build(_env(root), [str(root / "opt" / "cann" / "set_env.sh")],
                            {}).env["OK"] == "1"

@@ -517,7 +517,7 @@ def test_stale_linked_and_foreign_pidfiles_are_refused(tmp_path: Path) -> None:
     assert link["code"] == 2 and link["alive"] and "is a symbolic link" in link["out"], link
     foreign = doc["foreign"]
     assert foreign["code"] == 2 and foreign["alive"], foreign
-    assert "belongs to uid 65534, not to you" in foreign["out"]
+    assert "is owned by uid 65534, not by this user (uid 0) or root" in foreign["out"]
     assert doc["forced"]["code"] == 0 and not doc["forced"]["alive"], doc["forced"]
     assert doc["fresh"]["code"] == 0 and not doc["fresh"]["alive"], doc["fresh"]
 

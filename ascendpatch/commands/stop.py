@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import errno
-import os
 import re
 from argparse import ArgumentParser, Namespace
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 from ascendpatch.deploy import procs
 from ascendpatch.deploy.stop import PID_MAX_LIMIT, REAP_WAIT, StopReport, stop
 from ascendpatch.errors import InvalidInputError, RefusedError
-from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.paths import NotRegularFileError, foreign_owner, open_regular
 from ascendpatch.results import CheckResult, CommandResult, Hint, Level, Phrase
 from ascendpatch.shell import cliargs
 
@@ -39,10 +38,10 @@ def _read_pidfile(pidfile: Path, force_user: bool = False) -> tuple[str, float]:
         raise InvalidInputError(f"--pidfile {pidfile} cannot be read ({exc.strerror})") \
             from None
     with handle:
-        if info.st_uid not in (0, os.getuid()) and not force_user:
+        owner = foreign_owner(info)
+        if owner is not None and not force_user:
             raise InvalidInputError(
-                f"--pidfile {pidfile} belongs to uid {info.st_uid}, not to you: anyone "
-                "may have written it",
+                f"--pidfile {pidfile} is {owner}: anyone may have written it",
                 fix="if that user's server is really the one to stop, rerun with --force-user")
         data = handle.read(PIDFILE_MAX + 1)
     if len(data) > PIDFILE_MAX:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.paths import foreign_owner, open_to_others
 from ascendpatch.redact import shown
 
 ROOT_VAR = "ASCENDPATCH_SERVE_ROOT"  # tests and sandboxes: where the standard paths start
@@ -63,21 +64,19 @@ def candidates(declared: Sequence[str], env: Mapping[str, str]) -> list[Path]:
     return [root / rel for rel in STANDARD if (root / rel).is_file()]
 
 
-def _trusted_uids() -> set[int]:
-    return {0, os.getuid()}
-
-
 def _entry_problem(path: Path, info: os.stat_result, parent: os.stat_result | None) -> str | None:
-    if info.st_uid not in _trusted_uids():
-        kind = "a link owned by" if stat.S_ISLNK(info.st_mode) else "belongs to"
-        return f"{path} {kind} uid {info.st_uid}"
-    if not stat.S_ISDIR(info.st_mode) and not stat.S_ISLNK(info.st_mode) \
-            and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{path} can be written by other users (mode {stat.filemode(info.st_mode)})"
-    if parent is not None and parent.st_mode & (stat.S_IWGRP | stat.S_IWOTH) \
-            and not parent.st_mode & stat.S_ISVTX:
-        return (f"{path.parent} can be written by other users (mode "
-                f"{stat.filemode(parent.st_mode)}), who can replace {path.name}")
+    """Why an entry met on the way lets another user choose the script (paths.untrusted's
+    rule): it is another user's, it is a file others can write, or its folder is one others
+    can write without the sticky bit (who can then replace it)."""
+    link = stat.S_ISLNK(info.st_mode)
+    why = foreign_owner(info)
+    if why is None and not link and not stat.S_ISDIR(info.st_mode):
+        why = open_to_others(info)  # (a folder's own mode is checked as the next one's parent)
+    if why is not None:
+        return f"{path}{' (a link)' if link else ''} is {why}"
+    folder = open_to_others(parent, sticky_ok=True) if parent is not None else None
+    if folder is not None:
+        return f"{path.parent} is {folder}, who can replace {path.name}"
     return None
 
 

@@ -27,7 +27,7 @@ from ascendpatch.deploy import procs, serve_env, smoke
 from ascendpatch.deploy.launch import flag_value
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.paths import NotRegularFileError, foreign_owner, open_regular, open_to_others
 from ascendpatch.store.atomic import write_atomic
 
 READY_MARKER = "Application startup complete"
@@ -85,9 +85,10 @@ def private_dir(folder: Path) -> Path:
     if problem is not None:
         raise _refuse_folder(folder, problem)
     info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or \
-            info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise _refuse_folder(folder, f"mode {stat.filemode(info.st_mode)}, uid {info.st_uid}")
+    why = foreign_owner(info, root_ok=False) or open_to_others(info) \
+        if stat.S_ISDIR(info.st_mode) else f"not a folder (mode {stat.filemode(info.st_mode)})"
+    if why is not None:
+        raise _refuse_folder(folder, f"it is {why}")
     return folder
 
 
@@ -119,11 +120,11 @@ def _open_own(path: Path, flags: int) -> int:
         raise InvalidInputError(f"--log {path} cannot be written ({why})",
                                 fix="remove it, or pass another --log") from None
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+    why = foreign_owner(info, root_ok=False) if stat.S_ISREG(info.st_mode) else \
+        "not a regular file"
+    if why is not None:
         os.close(fd)
-        what = f"belongs to uid {info.st_uid}" if stat.S_ISREG(info.st_mode) else \
-            "is not a regular file"
-        raise InvalidInputError(f"--log {path} cannot be written (it {what})",
+        raise InvalidInputError(f"--log {path} cannot be written (it is {why})",
                                 fix="remove it, or pass another --log")
     os.set_blocking(fd, True)
     return fd

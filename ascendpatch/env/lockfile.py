@@ -92,7 +92,7 @@ def _trusted(lock: Path) -> bytes:
     """The lock's bytes; refused when another user could have chosen them: the rest of the
     lock goes to pip, which takes index URLs, find-links and ``name @ URL`` sdists it builds
     (code run as the user, root on a shared host)."""
-    from ascendpatch.config import untrusted
+    from ascendpatch.paths import untrusted
 
     try:
         data, info = paths.read_regular_with_stat(lock, MAX_LOCK_BYTES)

@@ -52,14 +52,11 @@ def find() -> Found:
 
 def unsafe(binary: Path) -> str | None:
     """Why someone other than root or this user could replace ``binary``, if anyone can."""
-    from ascendpatch.config import untrusted  # the one rule: root's or ours, not writable
+    from ascendpatch.paths import untrusted  # the one rule: root's or ours, not writable
 
-    me = os.geteuid()
     for path in [binary, *binary.parents]:
         info = os.lstat(path)
-        if untrusted(info, sticky_ok=stat.S_ISDIR(info.st_mode)) is None:
-            continue
-        if info.st_uid not in (0, me):
-            return f"{path} is owned by uid {info.st_uid}, not by root or this user (uid {me})"
-        return f"{path} can be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+        why = untrusted(info, sticky_ok=stat.S_ISDIR(info.st_mode))
+        if why is not None:
+            return f"{path} is {why}"
     return None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ascendpatch import config
 from ascendpatch.errors import AscendpatchError
-from ascendpatch.paths import shown
+from ascendpatch.paths import shown, untrusted
 from ascendpatch.results import Level
 from ascendpatch.shell.output import plain_line
 
@@ -39,12 +39,12 @@ def _say(level: Level, text: str) -> None:
 
 def _foreign_folder_on_the_way(folder: Path) -> tuple[Path, str] | None:
     """The first existing folder from ``folder`` up to ``/`` that another uid than this one
-    (or root) owns or can write, and why (:func:`ascendpatch.config.untrusted`): install.sh
+    (or root) owns or can write, and why (:func:`ascendpatch.paths.untrusted`): install.sh
     run as root with a user's HOME would otherwise mkdir and write where that user can swap
     ``~/.config/ascendpatch`` for a link between the two."""
     for step in [folder, *folder.parents]:
         try:
-            why = config.untrusted(step.stat(), sticky_ok=True)
+            why = untrusted(step.stat(), sticky_ok=True)
         except FileNotFoundError:
             continue
         except OSError as exc:
