@@ -162,6 +162,30 @@ def test_a_file_another_uid_planted_at_the_log_path_gets_nothing(sticky: Path) -
     assert log.read_text() == "theirs\n"
 
 
+def test_a_log_swapped_before_the_watch_opens_it_ends_the_wait_at_once(sticky: Path) -> None:
+    """serve opens its log, then watches it by name: a file another uid put there in between
+    is not read, and the start is not waited on for --ready-timeout (30 min) in silence: the
+    wait ends at once, saying why, and serve then stops what it started."""
+    log = sticky / "s.log"
+    planted = seconduid.run("sh", "-c", f"echo theirs > {log}")
+    assert planted.returncode == 0, planted.stderr
+    server = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    endpoint = smoke.Endpoint("http", "127.0.0.1", 9, "")
+    said: list[serve_start.Outcome] = []
+    try:
+        waiting = threading.Thread(target=lambda: said.append(
+            serve_start.wait_ready(server, log, endpoint, 1800.0)), daemon=True)
+        waiting.start()
+        waiting.join(60)  # a hang guard, not a timing assertion
+        assert said, "wait_ready waited on a log it cannot read"
+    finally:
+        server.kill()
+        server.wait()
+    outcome = said[0]
+    assert not outcome.ready and outcome.exit_code is None
+    assert f"owned by uid {seconduid.NOBODY}" in outcome.unwatched, outcome
+
+
 def test_the_log_watch_reads_what_it_opened_not_what_the_name_is_later(tmp_path: Path) -> None:
     log = tmp_path / "s.log"
     os.close(serve_start.open_log(log))

@@ -115,6 +115,7 @@ def _death(ctx: Context, log: Path, outcome: serve_start.Outcome) -> list[CheckR
              and r.id.startswith(("fault:", "crash"))]
     what = (f"vllm serve exited with code {outcome.exit_code} after {outcome.seconds:.0f} s, "
             "before it was ready" if outcome.exit_code is not None else
+            f"the start could not be watched: {outcome.unwatched}" if outcome.unwatched else
             f"vllm serve was not ready after {outcome.seconds:.0f} s (--ready-timeout)")
     head = CheckResult("start", "serve", Level.FAIL,
                        f"{what}; last log line: {outcome.stage or 'none'}; everything it started "

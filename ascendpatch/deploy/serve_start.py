@@ -178,10 +178,11 @@ class LogWatch:
 
     def __init__(self, path: Path) -> None:
         self.offset, self.ready, self.last, self._rest = 0, False, "", b""
+        self.refused = ""  # why the log could not be opened: the start cannot be watched
         try:  # once, checked like the writer's (a name swapped later is not read)
             self.fd: int | None = _open_own(path, os.O_RDONLY)
-        except InvalidInputError:
-            self.fd = None
+        except InvalidInputError as exc:
+            self.fd, self.refused = None, str(exc)
 
     def close(self) -> None:
         if self.fd is not None:
@@ -208,6 +209,7 @@ class Outcome:
     seconds: float
     exit_code: int | None = None  # the server exited before it was ready (None: it did not)
     stage: str = ""
+    unwatched: str = ""  # why its log could not be read (then it is not waited for)
 
 
 def wait_ready(process: subprocess.Popen[bytes], log: Path, endpoint: smoke.Endpoint,
@@ -217,6 +219,8 @@ def wait_ready(process: subprocess.Popen[bytes], log: Path, endpoint: smoke.Endp
     watch, start = LogWatch(log), time.monotonic()
     shown = ""
     task: contextlib.ExitStack = contextlib.ExitStack()
+    if watch.refused:  # the name was swapped since serve opened it: nothing to wait on
+        return Outcome(False, 0.0, None, "", watch.refused)
     with task, contextlib.closing(watch):
         while True:
             reap()
