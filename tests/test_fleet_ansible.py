@@ -53,6 +53,8 @@ class Fleet:
     tool_after_check: list[str] = field(default_factory=list)
     hosts_txt: dict[str, str | None] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, dict[str, str | None]] = field(default_factory=dict)  # textfiles
+    metric_files: dict[str, dict[str, tuple[int, int] | None]] = field(default_factory=dict)
 
     def host_dir(self, host: str) -> Path:
         return self.root / host
@@ -124,7 +126,8 @@ def _inventory(root: Path, ssh: SshNode) -> Path:
         how = ssh.inventory_vars(root / "remote-tmp") if host == SSH_HOST else \
             "ansible_connection=local"
         lines.append(f"{host} {how} ascendpatch_prefix={root / host / 'tool'} "
-                     f"ascendpatch_python={root / host / 'target/bin/python'}")
+                     f"ascendpatch_python={root / host / 'target/bin/python'} "
+                     f"ascendpatch_prometheus_textfile={_textfile(root, host)}")
     lines += ["[lost]",
               f"node-gone ansible_host=127.0.0.1 ansible_port={_closed_port()} "
               "ansible_connection=ssh ansible_ssh_common_args='-o ConnectTimeout=5'",
@@ -132,6 +135,22 @@ def _inventory(root: Path, ssh: SshNode) -> Path:
     path = root / "inventory.ini"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _textfile(root: Path, host: str) -> Path:
+    """Where the host's verify writes its Prometheus textfile (node_exporter's folder)."""
+    return root / host / "textfile" / "ascendpatch.prom"
+
+
+def _textfiles(f: Fleet) -> tuple[dict[str, str | None], dict[str, tuple[int, int] | None]]:
+    """Each host's textfile, and its (inode, mtime_ns): a rewrite shows as a new inode."""
+    texts: dict[str, str | None] = {}
+    stats: dict[str, tuple[int, int] | None] = {}
+    for host in HOSTS:
+        path = _textfile(f.root, host)
+        texts[host] = path.read_text() if path.exists() else None
+        stats[host] = (path.stat().st_ino, path.stat().st_mtime_ns) if path.exists() else None
+    return texts, stats
 
 
 def _collection(root: Path, env: dict[str, str]) -> Path:
@@ -169,6 +188,8 @@ def _fleet(root: Path, stack: contextlib.ExitStack) -> Iterator[Fleet]:
         shutil.copytree(root / "build" / "a", root / host / "target", symlinks=True)
     root.joinpath(HOSTS[3]).mkdir()
     _sandbox(root / HOSTS[3] / "target", OTHER_VERSION, env)
+    for host in HOSTS:
+        _textfile(root, host).parent.mkdir()
     ssh = stack.enter_context(ssh_node(root / "sshd"))
     f = Fleet(root, env, _inventory(root, ssh), root / "snapshots")
     common = ("-e", f"ascendpatch_wheelhouse={wheelhouse}",
@@ -179,6 +200,7 @@ def _fleet(root: Path, stack: contextlib.ExitStack) -> Iterator[Fleet]:
     f.digests["after-check"] = f.digest_all()
     f.tool_after_check = [h for h in HOSTS if f.host_dir(h).joinpath("tool").exists()]
     f.playbook("first", "rollout", *common)
+    f.metrics["first"], f.metric_files["first"] = _textfiles(f)
     f.hosts_txt["first"] = _take(f.snapshots / "hosts.txt")
     # host names, not a group (on 89ee836: "'dict' object has no attribute 'node-1'")
     f.playbook("second", "rollout", *common[:-4], "-e", "ascendpatch_serial=4",
@@ -190,7 +212,9 @@ def _fleet(root: Path, stack: contextlib.ExitStack) -> Iterator[Fleet]:
     f.digests["reverted"] = {"node-1": tree_digest(f.host_dir("node-1"))}
     # node-1 pending again, the others converged: what a preview of the next rollout shows
     f.digests["before-preview"] = f.digest_all()
+    f.metrics["before-preview"], f.metric_files["before-preview"] = _textfiles(f)
     f.playbook("preview", "rollout", *common, "--check", "--diff")
+    f.metrics["after-preview"], f.metric_files["after-preview"] = _textfiles(f)
     f.digests["after-preview"] = f.digest_all()
     f.adhoc("plan", "node-1", f"command=apply {n1}", "--check", "--diff")
     f.digests["planned"] = {"node-1": tree_digest(f.host_dir("node-1"))}
@@ -205,6 +229,23 @@ def _fleet(root: Path, stack: contextlib.ExitStack) -> Iterator[Fleet]:
     f.playbook("audit", "audit", "-e", f"ascendpatch_snapshot_dir={f.snapshots}")
     yield f
     sys.stderr.write(f"fleet test steps (s): {f.seconds}\n")
+
+
+def test_verify_writes_each_nodes_prometheus_textfile_but_not_in_check_mode(
+        fleet: Fleet) -> None:
+    """ascendpatch_prometheus_textfile: the rollout's verify leaves node_exporter a textfile
+    on each node it converged (one over real SSH) saying so; a --check preview rewrites none
+    (the same file, inode and mtime, on every node), and the first --check on fresh nodes
+    wrote none (test_check_mode_writes_nothing: the host folders are unchanged)."""
+    first = fleet.metrics["first"]
+    for host in ("node-1", "node-2", "node-3"):
+        text = first[host]
+        assert text is not None, (host, fleet.runs["first"].stdout[-3000:])
+        assert re.search(r'\nascendpatch_verify_ok\{manifest="[^"]+"\} 1\n', text), text
+        assert re.search(r'\nascendpatch_artifact_state\{manifest="[^"]+",artifact="[^"]+",'
+                         r'state="(already-)?applied"\} 1\n', text), text
+    assert fleet.metric_files["after-preview"] == fleet.metric_files["before-preview"]
+    assert all(fleet.metric_files["before-preview"][h] is not None for h in HOSTS[:3])
 
 
 def test_check_mode_writes_nothing(fleet: Fleet) -> None:

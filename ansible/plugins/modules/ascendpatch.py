@@ -79,6 +79,13 @@ options:
     description: For C(verify), skip the operator probes.
     type: bool
     default: false
+  prometheus:
+    description:
+      - For C(verify), also write its result as a Prometheus textfile at this path on the
+        node (C(--prometheus)), atomically, for node_exporter's textfile collector (its
+        C(--collector.textfile.directory)); the file must be a regular file or absent.
+      - Not written in check mode (nothing on the node changes then).
+    type: path
   after_apply:
     description:
       - For C(verify) in check mode, this task follows an C(apply) that only planned (as in
@@ -237,7 +244,9 @@ def command_args(module, check):
     if name == "install":
         return install_args(module, check)
     if name == "verify":
-        return ["verify"] + (["--no-probes"] if p["no_probes"] else []) + with_args(module)
+        metrics = ["--prometheus=" + p["prometheus"]] if p["prometheus"] and not check else []
+        return ["verify"] + (["--no-probes"] if p["no_probes"] else []) + metrics + \
+            with_args(module)
     if name == "audit":
         return ["audit"] + (["--baseline=" + p["baseline"]] if p["baseline"] else [])
     return ["snapshot", "--output=" + p["output"]]
@@ -293,6 +302,7 @@ def main():
             baseline=dict(type="path"),
             wheelhouse=dict(type="path"),
             no_probes=dict(type="bool", default=False),
+            prometheus=dict(type="path"),
             after_apply=dict(type="bool", default=False),
             lock_timeout=dict(type="float", default=300),
             executable=dict(type="path"),
