@@ -90,7 +90,9 @@ def test_the_playbooks_variables_are_documented_and_take_host_patterns() -> None
     readme = (COLLECTION / "README.md").read_text()
     for name in ("ascendpatch_hosts", "ascendpatch_serial", "ascendpatch_snapshot_dir"):
         assert f"| `{name}` |" in readme, name
-    for name in ("rollout.yml", "audit.yml"):
+    hosts_txt = (COLLECTION / "roles" / "ascendpatch" / "tasks" / "hosts_txt.yml").read_text()
+    assert "groups[" not in hosts_txt and "ansible_play_hosts_all" in hosts_txt
+    for name in ("rollout.yml", "audit.yml"):  # both write hosts.txt with the role's tasks
         text = (COLLECTION / "playbooks" / name).read_text()
-        assert "groups[" not in text and "ansible_play_hosts_all" in text
+        assert "groups[" not in text and "tasks_from: hosts_txt.yml" in text
         assert all(play["hosts"] != "localhost" for play in _plays(name))
