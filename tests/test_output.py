@@ -24,7 +24,7 @@ from ascendpatch.results import (
     Table,
     Tone,
 )
-from ascendpatch.shell import output
+from ascendpatch.shell import output, wording
 
 PACKAGE = Path(output.__file__).parents[1]
 
@@ -114,13 +114,13 @@ def test_a_fix_is_data_that_the_renderer_words() -> None:
                        fix=Phrase(Hint(("install",))))
     result = CommandResult("verify", (item,))
     assert _plain(result) == "[FAIL] vllm 0.9 does not match ==0.18; fix: ascendpatch install\n"
-    doc = output.item_json(item, "ascendpatch --python /p")
+    doc = wording.item_json(item, "ascendpatch --python /p")
     assert doc["message"] == "vllm 0.9 does not match ==0.18; fix: ascendpatch --python /p install"
     assert doc["fix"] == "ascendpatch --python /p install"
-    assert "fix" not in output.item_json(CheckResult("x", "pin", Level.OK, "fine"))
+    assert "fix" not in wording.item_json(CheckResult("x", "pin", Level.OK, "fine"))
     schema = json.loads((PACKAGE / "data" / "output.schema.json").read_text())
     jsonschema = pytest.importorskip("jsonschema")
-    document = output.to_json(CommandResult("verify", (item, replace(item, fix=""))))
+    document = wording.to_json(CommandResult("verify", (item, replace(item, fix=""))))
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)) == []
 
 
@@ -154,12 +154,34 @@ def test_a_hint_repeats_the_target_options_only_for_a_command_that_acts_on_a_tar
     fix = Phrase("run: ", Hint(("apply", "x")), " or ", Hint(("port", "x", "--to", "2")))
     assert fix == "run: ascendpatch apply x or ascendpatch port x --to 2"  # as plain text
     given = "ascendpatch --python '/my env/python' --manifest m.yaml"
-    assert output.say(fix, given) == (
+    assert wording.say(fix, given) == (
         "run: ascendpatch --python '/my env/python' --manifest m.yaml apply x or "
         "ascendpatch --manifest m.yaml port x --to 2")
     joined = "[" + fix + "]"  # adding text keeps the hints
-    assert output.say(joined, given).startswith("[run: ascendpatch --python '/my env/python' ")
-    assert output.say("ascendpatch apply x", given) == "ascendpatch apply x"  # only hints change
+    assert wording.say(joined, given).startswith("[run: ascendpatch --python '/my env/python' ")
+    assert wording.say("ascendpatch apply x", given) == "ascendpatch apply x"  # only hints change
+
+
+def test_json_names_the_commands_a_fix_suggests_as_argv_lists() -> None:
+    """"fix_commands": each Hint of the fix as the argv to run, with this run's options where
+    the command takes them (a folder with a space stays one element), another program's
+    runner as it is; none for a fix that names no command."""
+    given = "ascendpatch --python '/my env/python' --manifest m.yaml"
+    fix = Phrase("run ", Hint(("apply", "sampler fix")), ", then ", Hint(("port", "x")),
+                 " or ", Hint(("install", "-U", "six"), runner=("/t/python", "-m", "pip")))
+    item = CheckResult("pin:six", "pin", Level.FAIL, "six is old", fix=fix)
+    doc = wording.item_json(item, given)
+    assert doc["fix_commands"] == [
+        ["ascendpatch", "--python", "/my env/python", "--manifest", "m.yaml", "apply",
+         "sampler fix"],
+        ["ascendpatch", "--manifest", "m.yaml", "port", "x"],
+        ["/t/python", "-m", "pip", "install", "-U", "six"]]
+    plain = wording.item_json(replace(item, fix="chmod go-w the file"), given)
+    assert plain["fix"] == "chmod go-w the file" and "fix_commands" not in plain
+    schema = json.loads((PACKAGE / "data" / "output.schema.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    document = wording.to_json(CommandResult("verify", (item,)), given)
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)) == []
 
 
 def test_every_command_in_the_reach_table_exists() -> None:
@@ -196,7 +218,7 @@ def test_a_payload_brings_its_json_keys_and_its_table_whatever_the_command() -> 
 
     result = CommandResult("any-command", (CheckResult("a", "x", Level.OK, "a: 2"),),
                            summary="a=2", body=Counts())
-    assert output.to_json(result)["counted"] == 2
+    assert wording.to_json(result)["counted"] == 2
     term = _Terminal()
     output.render(result, as_json=False, color="always", stream=term)
     assert "a: 2" not in term.getvalue() and "count" in term.getvalue()  # the table says it
@@ -209,7 +231,7 @@ def test_a_command_a_log_rule_names_repeats_the_options_given() -> None:
 
     text = _hinted("run: ascendpatch apply fix-x, then restart (ascendpatch sampler fallback)")
     assert text == "run: ascendpatch apply fix-x, then restart (ascendpatch sampler fallback)"
-    assert output.say(text, "ascendpatch --manifest m.yaml") == (
+    assert wording.say(text, "ascendpatch --manifest m.yaml") == (
         "run: ascendpatch --manifest m.yaml apply fix-x, then restart (ascendpatch sampler "
         "fallback)")
 

@@ -18,19 +18,15 @@ from typing import IO, Any
 
 from ascendpatch.progress import Heartbeat, heartbeat_interval
 from ascendpatch.results import (
-    CHECK_STATUS,
     ArtifactResult,
-    CheckResult,
     CommandResult,
-    Hint,
     Item,
     Level,
-    Phrase,
     Table,
     Tone,
 )
+from ascendpatch.shell.wording import JSON_FORMAT, say, to_json, words
 
-JSON_FORMAT = 1
 _STYLE = {Level.OK: "green", Level.SKIP: "cyan", Level.WARN: "yellow", Level.FAIL: "bold red"}
 _PROBLEMS = (Level.WARN, Level.FAIL)
 
@@ -169,39 +165,10 @@ def render(result: CommandResult, *, as_json: bool, color: str,
     _render_recap(_console(sys.stderr, color), result, quiet)
 
 
-def say(text: str, invocation: str) -> str:
-    """A message, fix or note in words: each Hint in it repeats ``invocation`` (the
-    --python / --site-packages / --manifest given), the target options only for a command that
-    acts on a target."""
-    if not isinstance(text, Phrase):
-        return text
-    return "".join(part if isinstance(part, str) else _command(part, invocation)
-                   for part in text.parts)
-
-
-def _command(hint: Hint, invocation: str) -> str:
-    if invocation == "ascendpatch" or hint.runner:
-        return hint.words()
-    from ascendpatch.commands.context import Reach, reach
-
-    if reach(hint.argv[0]) is not Reach.NONE:
-        return hint.words(invocation)
-    words = shlex.split(invocation)  # a command without a target: only --manifest
-    keep = [w for i, w in enumerate(words)
-            if w not in ("--python", "--site-packages")
-            and (i == 0 or words[i - 1] not in ("--python", "--site-packages"))]
-    return hint.words(shlex.join(keep))
-
-
 def render_item(console: Writer, item: Item, show_diff: bool,
                 invocation: str = "ascendpatch", *, files: bool = False) -> None:
     for spans in item_lines(item, show_diff, invocation, files=files):
         console.line(spans)
-
-
-def words(item: Item) -> str:
-    """An item's text: what was found, then what to do about it."""
-    return Phrase(item.message, "; fix: ", item.fix) if item.fix else item.message
 
 
 def item_lines(item: Item, show_diff: bool, invocation: str = "ascendpatch", *,
@@ -267,54 +234,6 @@ def wide_table(grid: Table, stream: IO[str], color: str) -> None:
     colour = use_color(color, stream)
     Console(file=stream, no_color=not colour, force_terminal=colour, highlight=False,
             width=max(100, 14 * len(grid.columns))).print(_rich_table(grid))
-
-
-def to_json(result: CommandResult, invocation: str = "ascendpatch") -> dict[str, Any]:
-    """The documented envelope (schema: ascendpatch/data/output.schema.json)."""
-    doc: dict[str, Any] = {
-        "format": JSON_FORMAT,
-        "command": result.command,
-        "ok": result.ok,
-        "exit_code": result.exit_code,
-        "results": [item_json(r, invocation) for r in result.results],
-        "notes": [say(note, invocation) for note in result.notes],
-    }
-    if result.has_recap:
-        doc["recap"] = result.recap()
-    if result.payload is not None:
-        doc["payload"] = result.payload
-    if result.body is not None:
-        doc.update(result.body.json())
-    return doc
-
-
-def item_json(item: Item, invocation: str = "ascendpatch") -> dict[str, Any]:
-    """One shape for every item: artifacts and checks alike have id, kind, status, level."""
-    if isinstance(item, CheckResult):
-        return {"id": item.id, "kind": item.check, "check": item.check,
-                "status": CHECK_STATUS[item.level], "level": item.level.value,
-                "message": say(words(item), invocation), "files": [],
-                "details": list(item.details), "data": dict(item.data),
-                **_fix_json(item, invocation)}
-    doc: dict[str, Any] = {
-        "id": item.id,
-        "kind": item.kind,
-        "status": item.status.value,
-        "level": item.level.value,
-        "message": say(words(item), invocation),
-        "files": [f.__dict__ for f in item.files],
-        "details": list(item.details),
-        "data": {},
-    }
-    if item.diff:
-        doc["diff"] = item.diff
-    doc.update(_fix_json(item, invocation))
-    return doc
-
-
-def _fix_json(item: Item, invocation: str) -> dict[str, str]:
-    """"fix": the remedy on its own (it also ends "message", for scripts that read only that)."""
-    return {"fix": say(item.fix, invocation)} if item.fix else {}
 
 
 def error(message: str, *, command: str | None, exit_code: int, as_json: bool, color: str,

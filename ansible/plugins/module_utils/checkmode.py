@@ -35,11 +35,13 @@ def applied_by(item):
     rid = item.get("id", "")
     if rid.startswith("artifact:"):
         return [rid.split(":", 1)[1]]
-    words = (item.get("fix") or "").split()
-    if "apply" not in words:
-        return []
-    after = words[len(words) - words[::-1].index("apply"):]
-    return [w for w in after if not w.startswith("-")]
+    commands = item.get("fix_commands")  # the tool's argv lists; older tools: only the words
+    ids = []
+    for argv in commands if commands else [(item.get("fix") or "").split()]:
+        if "apply" in argv:
+            after = argv[len(argv) - argv[::-1].index("apply"):]
+            ids += [w for w in after if not w.startswith("-")]
+    return ids
 
 
 def canonical(name):
