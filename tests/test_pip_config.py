@@ -13,15 +13,11 @@ put first on PYTHONPATH.
 from __future__ import annotations
 
 import base64
-import contextlib
-import functools
-import hashlib
 import http.server
 import os
 import socket
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,30 +28,11 @@ import pytest
 from ascendpatch.env import releases
 from tests.kit import Run, build_wheel, run_cli, wheels, write_small_manifest
 from tests.kit.caches import PRISTINE, demo_sdist
+from tests.kit.localindex import Recorder, serving, serving_folder, sha256, write_pages
 
 pytestmark = pytest.mark.integration
 
 SECRET = "s3cr3t-pw"  # the password of the index URL in pip.conf: never shown
-
-
-class Recorder(http.server.SimpleHTTPRequestHandler):
-    """Serves a folder; records every path asked for; with ``auth`` set, answers 401 to a
-    request without that Basic credential."""
-
-    seen: ClassVar[list[str]]
-    auth: ClassVar[str | None] = None
-
-    def do_GET(self) -> None:
-        self.seen.append(self.path)
-        if self.auth is not None and self.headers.get("Authorization") != f"Basic {self.auth}":
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="index"')
-            self.end_headers()
-            return
-        super().do_GET()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 class Trap(http.server.BaseHTTPRequestHandler):
@@ -74,21 +51,6 @@ class Trap(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def folder_index(root: Path) -> Path:
     """root/simple/demo/index.html (PEP 503) listing demo 1.0 (an sdist only: no wheel for
     pip download --only-binary to find) and demo 2.0 (a wheel), each with its sha256."""
@@ -96,12 +58,7 @@ def folder_index(root: Path) -> Path:
     files.mkdir(parents=True)
     (files / "demo-1.0.tar.gz").write_bytes(demo_sdist())
     build_wheel(files, "demo", "2.0", files={"demo/__init__.py": "", "demo/mod.py": PRISTINE})
-    links = "".join(f'<a href="../../files/{p.name}#sha256={_sha256(p)}">{p.name}</a>\n'
-                    for p in sorted(files.iterdir()))
-    page = root / "simple" / "demo" / "index.html"
-    page.parent.mkdir(parents=True)
-    page.write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
-    return root
+    return write_pages(root)
 
 
 def user_pip_conf(index_url: str, *extra: str) -> Path:
@@ -147,9 +104,8 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[int, 
     for var in ("PIP_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS",
                 "XDG_CONFIG_HOME"):
         monkeypatch.delenv(var, raising=False)
-    handler = functools.partial(Recorder, directory=str(folder_index(tmp_path / "served")))
-    Recorder.seen, Recorder.auth, Trap.seen = [], None, []
-    with serving(handler) as port, serving(Trap) as trap:  # type: ignore[arg-type]
+    Trap.seen = []
+    with serving_folder(folder_index(tmp_path / "served")) as port, serving(Trap) as trap:
         for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
             monkeypatch.setenv(var, f"http://127.0.0.1:{trap}")
         for var in ("NO_PROXY", "no_proxy"):
@@ -203,7 +159,7 @@ def test_an_sdist_whose_sha256_differs_from_the_index_is_not_kept(
         env: tuple[int, Path], tmp_path: Path) -> None:
     port, project = env
     page = tmp_path / "served" / "simple" / "demo" / "index.html"
-    page.write_text(page.read_text().replace(_sha256(tmp_path / "served" / "files" /
+    page.write_text(page.read_text().replace(sha256(tmp_path / "served" / "files" /
                                                      "demo-1.0.tar.gz"), "0" * 64))
     user_pip_conf(f"http://127.0.0.1:{port}/simple")
     result = cli(project, "port", "demo-fix", "--to", "1.0")
