@@ -1,4 +1,5 @@
-"""The lock's no_deps section (env/lockfile.py) and lock's words about pip-compile's input.
+"""The lock's no_deps section (env/lockfile.py), lock's words about pip-compile's input, and
+what lock refuses to write (index options) or show (an index's password).
 
 The section is read back by `install --lock` from a file the user gives: hostile input (a
 FIFO, a huge file, non-UTF-8 bytes, lines that are no exact hashed pin) is refused with one
@@ -15,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascendpatch.commands.lock import _unnamed
-from ascendpatch.env import lockfile
-from ascendpatch.env.pipadapter import ONLINE
+from ascendpatch.commands.lock import _index_free, _unnamed
+from ascendpatch.env import lockfile, pipadapter, resolver
+from ascendpatch.env.pipadapter import ONLINE, PipError
 from ascendpatch.errors import InvalidInputError
 from tests.kit import seconduid
 
@@ -135,6 +136,48 @@ def test_pip_compiles_words_name_the_manifest_not_its_deleted_input(tmp_path: Pa
         "Cannot install vllm-ascend==0.18.0 (manifest s18) and transformers>=4.57.4 (manifest "
         "s18) because these package versions have conflicting dependencies. (from -c the lock "
         "input of manifest s18)")
+
+
+INDEX = "http://user:SECRETTOKEN@127.0.0.1:8080/simple"
+
+
+@pytest.mark.parametrize("said", [
+    f"--extra-index-url {INDEX}\n\nsix==1.16.0 \\\n",  # pip-compile's echo of its output
+    f"Looking in indexes: {INDEX}\nERROR: Could not fetch URL {INDEX}/six/: 401 Unauthorized",
+])
+def test_pip_compiles_words_never_show_an_index_password(tmp_path: Path, said: str) -> None:
+    spec = tmp_path / "s.in"
+    spec.write_text("six==1.16.0\n")
+    shown = _unnamed(pipadapter.explain(said), spec, tmp_path, "s")
+    assert "SECRETTOKEN" not in shown and "http://user:***@127.0.0.1:8080/simple" in shown
+
+
+def test_uvs_words_never_show_an_index_password() -> None:
+    said = (f"error: Failed to fetch: `{INDEX}/six/`\n  Caused by: HTTP status client error "
+            f"(401 Unauthorized) for url ({INDEX}/six/)\n")
+    shown = resolver.uv_said(said)
+    assert "SECRETTOKEN" not in shown and "http://user:***@127.0.0.1:8080/simple/six/" in shown
+
+
+@pytest.mark.parametrize("line", [f"--index-url {INDEX}", f"--index-url={INDEX}", f"-i {INDEX}",
+                                  f"-i{INDEX}", f"  --extra-index-url {INDEX}",
+                                  "--trusted-host 127.0.0.1:8080", "-f /srv/wheels",
+                                  "--find-links=/srv/wheels", "--find-links"])
+def test_a_resolver_output_with_an_index_option_is_never_a_lock(line: str) -> None:
+    output = f"six==1.16.0 \\\n    --hash=sha256:{HEX}\n    # via -r s.in\n{line}\n"
+    with pytest.raises(PipError) as refused:
+        _index_free(output, "uv", "s")
+    option = line.split()[0].split("=")[0].removesuffix(INDEX)
+    assert str(refused.value).startswith(f"uv wrote {option} into the lock of manifest s (line "
+                                         "4 of its output) although told not to; nothing was "
+                                         "locked; fix: ")
+    assert "SECRETTOKEN" not in str(refused.value) and "/srv" not in str(refused.value)
+
+
+def test_a_lock_without_index_options_is_kept_as_the_resolver_wrote_it() -> None:
+    output = (f"six==1.16.0 \\\n    --hash=sha256:{HEX}\n    # via -r s.in\n"
+              f"#no-deps: vllm==0.18.0 --hash=sha256:{HEX}\n--no-binary :none:\n")
+    assert _index_free(output, "pip-compile", "s") == output
 
 
 @pytest.mark.integration

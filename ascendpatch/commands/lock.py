@@ -7,6 +7,8 @@ packages are resolved as the target has them (env/provided.py) and left out of t
 image provides them. The manifest's ``no_deps`` packages are not resolved: they are recorded
 pinned with their hashes (env/lockfile.py). ``--resolver`` picks pip-compile or uv
 (env/resolver.py). ``ascendpatch install --lock FILE`` installs it with ``--require-hashes``.
+The lock names no index (no ``--index-url``, ``--trusted-host``, ``--find-links`` line): pip's
+configuration may hold a mirror's token, and the installing machine's pip configuration decides.
 """
 
 from __future__ import annotations
@@ -33,6 +35,15 @@ from ascendpatch.shell import cliargs
 from ascendpatch.store import atomic
 
 DEFAULT_UNSAFE = ("pip", "setuptools", "distribute")
+# pip-compile writes the index options it was given or found in pip's configuration into the
+# lock, a password in the URL in clear text (pip-tools #1193, #1099); a lock is committed, and
+# installs through pip's configuration of the machine that installs it. uv writes none unless
+# told to (--emit-index-url, --emit-find-links), and it is never told.
+NO_INDEX_OPTIONS = ("--no-emit-index-url", "--no-emit-trusted-host", "--no-emit-find-links")
+# what no lock may hold, should a resolver write it all the same (pip's requirement-file
+# options: -i/--index-url, --extra-index-url, --trusted-host, -f/--find-links)
+_INDEX_OPTION = re.compile(r"^[ \t]*(?P<option>--index-url|--extra-index-url|--trusted-host|"
+                           r"--find-links|-i|-f)(?=[\s=]|$|(?<=-[if]))", re.MULTILINE)
 
 
 def stack_input(ctx: Context, constraints: Path) -> str:
@@ -119,12 +130,30 @@ def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source,
             said = _unnamed(pipadapter.explain(proc.stdout + chr(10) + proc.stderr)
                             if choice.name == "pip" else resolver.uv_said(proc.stderr),
                             spec, Path(tmp), ctx.manifest.name)
-            tool = "pip-compile" if choice.name == "pip" else "uv"
-            raise PipError(f"{tool} could not resolve the stack of manifest "
+            raise PipError(f"{_tool_of(choice)} could not resolve the stack of manifest "
                            f"{ctx.manifest.name}: {said}; nothing was locked",
                            fix="pin versions that agree in the manifest, or list a package "
                                "under its no_deps")
-        return result.read_text().replace(str(constraints), "protected packages (installed)")
+        text = _index_free(result.read_text(), _tool_of(choice), ctx.manifest.name)
+        return text.replace(str(constraints), "protected packages (installed)")
+
+
+def _tool_of(choice: resolver.Choice) -> str:
+    return "pip-compile" if choice.name == "pip" else "uv"
+
+
+def _index_free(text: str, tool: str, manifest: str) -> str:
+    """The resolver's output, or PipError when it holds an index option (it may carry an
+    index's password and pins this machine's index): refused, never masked, since a lock is
+    pip's input, not a message (the option is named, its value never shown)."""
+    found = _INDEX_OPTION.search(text)
+    if found is None:
+        return text
+    line = text.count("\n", 0, found.start("option")) + 1
+    raise PipError(f"{tool} wrote {found['option']} into the lock of manifest {manifest} "
+                   f"(line {line} of its output) although told not to; nothing was locked",
+                   fix="lock with the other --resolver, or remove ascendpatch's piptools "
+                       "cache folder so that a current pip-tools is installed")
 
 
 def _resolved(ctx: Context, python: Path, unsafe: list[str], source: Source,
@@ -135,7 +164,7 @@ def _resolved(ctx: Context, python: Path, unsafe: list[str], source: Source,
         return resolver.compile_lock(
             choice, python, [*[a for u in unsafe for a in ("--no-emit-package", u)],
                              "-o", str(result), str(spec)], source, spec.parent, label)
-    args = ["--generate-hashes", "--no-header", "--strip-extras",
+    args = ["--generate-hashes", "--no-header", "--strip-extras", *NO_INDEX_OPTIONS,
             *[a for u in unsafe for a in ("--unsafe-package", u)], *source.args(),
             "-o", str(result), str(spec)]
     return pipadapter.pip_compile(python, ctx.target.python_version, source, args,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ascendpatch import cachedir, catalog, progress
+from ascendpatch import cachedir, catalog, progress, redact
 from ascendpatch.env.inscript import code_argv, module_argv, shown
 from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
@@ -126,8 +126,10 @@ def explain(text: str) -> str:
 
     The resolver's conflict block ("The conflict is caused by: ...") becomes one line of
     "A needs X; B needs Y"; a requirement the index cannot satisfy names the versions it has.
+    Shown to the user: an index's password in it (pip masks its own; a resolver may not) is
+    masked (redact.text).
     """
-    lines = [line.rstrip() for line in text.splitlines()]
+    lines = [redact.text(line.rstrip()) for line in text.splitlines()]
     if "The conflict is caused by:" in [line.strip() for line in lines]:
         start = [line.strip() for line in lines].index("The conflict is caused by:") + 1
         causes = []

@@ -116,10 +116,11 @@ def _uv(choice: Choice, args: Sequence[str], source: Source, *, label: str,
 
 
 def uv_said(text: str) -> str:
-    """uv's failure in one line: its "No solution found" explanation, without decoration."""
+    """uv's failure in one line: its "No solution found" explanation, without decoration,
+    an index's password masked (redact.text) before it is cut short."""
     lines = [re.sub(r"^[\s×╰─▶│]+", "", line).strip() for line in text.splitlines()]
     useful = [line for line in lines if line and not line.startswith(("hint:", "Resolved"))]
-    return " ".join(useful[-4:])[:1500]
+    return redact.text(" ".join(useful[-4:]))[:1500]
 
 
 def compile_lock(choice: Choice, python: Path, args: Sequence[str], source: Source,

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import IO, Any
 
+from ascendpatch import redact
 from ascendpatch.progress import Heartbeat, heartbeat_interval
 from ascendpatch.results import (
     ArtifactResult,
@@ -350,9 +351,9 @@ class ConsoleReporter:
             self._stderr((("$ " + shlex.join(argv), "dim"),))
 
     def output(self, text: str) -> None:
-        if self.verbose:
+        if self.verbose:  # a subprocess's words: an index password in them masked
             for row in text.rstrip("\n").splitlines():
-                self._stderr((("  " + row, "dim"),))
+                self._stderr((("  " + redact.text(row), "dim"),))
 
     def detail(self, text: str) -> None:
         if self.verbose:
