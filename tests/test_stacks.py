@@ -10,12 +10,15 @@ installs vllm from source on Ascend images), and some pins have no wheel at all.
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from ascendpatch import hashing
+from ascendpatch.env import lockfile
 from tests.kit import Run, build_wheel, run_cli, tree_digest, wheels, write_manifest
 
 pytestmark = pytest.mark.integration
@@ -141,6 +144,57 @@ def test_a_pip_compile_failure_names_the_manifest_not_a_temp_file(tmp_path: Path
         assert re.search(r"tmp\w+/", result.err) is None and ".in (line" not in result.err
         assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
         assert not (tmp_path / "stack.lock").exists()
+
+
+def test_the_bench_baseline_is_the_pip_compile_lock_runs(tmp_path: Path, house: Path) -> None:
+    """bench/resolver.py times pip's own resolution of lock's request: pip-compile run directly
+    on the input lock writes for it (commands/lock.pip_compile_argv). That is the command
+    line `lock -v --resolver pip` runs, with the same input (the installed protected torch as
+    a metadata-only wheel, vl left to no_deps), and it locks what lock locks."""
+    from ascendpatch.commands.context import Context
+    from ascendpatch.commands.lock import pip_compile_argv
+    from ascendpatch.env.pipadapter import Source
+    from ascendpatch.env.target import from_python
+    from ascendpatch.manifest import loader
+
+    build_wheel(house, "torch", "2.1.0+cpu")
+    build_wheel(house, "uses-torch", "1.0", ["torch==2.1.0"])
+    python = wheels.make_venv(tmp_path / "venv")
+    wheels.pip_install(python, "--no-index", "--find-links", str(house), "torch==2.1.0+cpu")
+    manifest = write_manifest(tmp_path / "stack.yaml", [], protected=["torch"], no_deps=["vl"],
+                              stack={"packages": {"asc": "==1.0", "uses-torch": "==1.0",
+                                                  "vl": "==1.0"}})
+    made = _run(python, manifest, house, "-v", "lock", "-o", str(tmp_path / "stack.lock"),
+                "--resolver", "pip")
+    assert made.code == 0, made.out + made.err
+    ran = [line for line in made.err.splitlines() if line.startswith("$ ")
+           and "/bin/pip-compile " in line]
+    assert len(ran) == 1, made.err
+    folder = tmp_path / "input"
+    folder.mkdir()
+    ctx = Context(target=from_python(python), manifest=loader.load(str(manifest)), env={})
+    argv = pip_compile_argv(ctx, folder, Source(wheelhouse=house, offline=True))
+    lock_folder = re.search(r"-o (\S+)/lock\.txt ", ran[0])
+    assert lock_folder is not None, ran[0]
+    assert ran[0].replace(lock_folder.group(1), str(folder)) == "$ " + shlex.join(argv)
+    assert (folder / "test.in").read_text().splitlines()[2:] == ["asc==1.0", "uses-torch==1.0"]
+    assert "torch @ file://" in (folder / "protected.txt").read_text()
+    own = subprocess.run(argv, cwd=folder, capture_output=True, text=True, check=False)
+    assert own.returncode == 0, own.stderr
+    compiled = _hashed_pins((tmp_path / "stack.lock").read_text().split(lockfile.HEADER)[0])
+    assert _hashed_pins((folder / "lock.txt").read_text()) == compiled
+    assert {pin for pin, _hashes in compiled} == {"asc==1.0", "cv==4.11", "uses-torch==1.0"}
+
+
+def _hashed_pins(text: str) -> set[tuple[str, frozenset[str]]]:
+    """Each NAME==VERSION of a hashed requirements file with its hashes."""
+    joined = text.replace("\\\n", " ")
+    found = set()
+    for line in joined.splitlines():
+        words = line.split()
+        if words and "==" in words[0] and not line.startswith("#"):
+            found.add((words[0], frozenset(w for w in words if w.startswith("--hash="))))
+    return found
 
 
 # --------------------------------------------------------------------------- bundled stacks

@@ -86,7 +86,7 @@ def run(ctx: Context, output: Path, source: Source = ONLINE,
     if found:
         return CommandResult("lock", tuple(stackcheck.conflict_results(found, "lock",
                                                                        "nothing was locked")))
-    unsafe = [*DEFAULT_UNSAFE, *sorted(_names(ctx.manifest.protected))]
+    unsafe = unsafe_packages(ctx)
     choice = resolver.choose(mode, target, ctx.env)
     text = _compile(ctx, target.python, unsafe, source, choice) if _compiled_pins(ctx) else ""
     loose = _loose_section(ctx, target.python, source, pins_report)
@@ -119,11 +119,7 @@ def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source,
              choice: resolver.Choice) -> str:
     """The resolver's lock of the stack (hashed, protected packages left out), or PipError."""
     with tempfile.TemporaryDirectory() as tmp:
-        constraints = Path(tmp) / "protected.txt"
-        constraints.write_text(provided.constraints(ctx.target, ctx.manifest.protected,
-                                                    Path(tmp)))
-        spec = Path(tmp) / f"{ctx.manifest.name}.in"
-        spec.write_text(stack_input(ctx, constraints))
+        spec = write_input(ctx, Path(tmp))
         result = Path(tmp) / "lock.txt"
         proc = _resolved(ctx, python, unsafe, source, choice, spec, result)
         if proc.returncode != 0:
@@ -135,6 +131,7 @@ def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source,
                            fix="pin versions that agree in the manifest, or list a package "
                                "under its no_deps")
         text = _index_free(result.read_text(), _tool_of(choice), ctx.manifest.name)
+        constraints = Path(tmp) / PROTECTED
         return text.replace(str(constraints), "protected packages (installed)")
 
 
@@ -156,6 +153,45 @@ def _index_free(text: str, tool: str, manifest: str) -> str:
                        "cache folder so that a current pip-tools is installed")
 
 
+PROTECTED = "protected.txt"
+
+
+def write_input(ctx: Context, folder: Path) -> Path:
+    """The resolver's input, written into ``folder``: ``protected.txt``, each installed
+    protected package as a direct URL to its metadata-only wheel (env/provided.py, the wheels
+    beside it), and ``MANIFEST.in`` (:func:`stack_input`) constrained by it; the .in file."""
+    constraints = folder / PROTECTED
+    constraints.write_text(provided.constraints(ctx.target, ctx.manifest.protected, folder))
+    spec = folder / f"{ctx.manifest.name}.in"
+    spec.write_text(stack_input(ctx, constraints))
+    return spec
+
+
+def unsafe_packages(ctx: Context) -> list[str]:
+    """What the lock leaves out: pip's own, and the protected packages (the image's)."""
+    return [*DEFAULT_UNSAFE, *sorted(_names(ctx.manifest.protected))]
+
+
+def _pip_compile_args(unsafe: list[str], source: Source, spec: Path, result: Path) -> list[str]:
+    return ["--generate-hashes", "--no-header", "--strip-extras", *NO_INDEX_OPTIONS,
+            *[a for u in unsafe for a in ("--unsafe-package", u)], *source.args(),
+            "-o", str(result), str(spec)]
+
+
+def pip_compile_argv(ctx: Context, folder: Path, source: Source = ONLINE) -> list[str]:
+    """The pip-compile command line ``lock --resolver pip`` runs (in the input's folder), its
+    input written into ``folder`` by :func:`write_input` and kept there, its output
+    ``folder/lock.txt``: pip's own resolution of the request lock makes, for
+    bench/resolver.py to time as the baseline."""
+    python = ctx.target.python
+    if python is None:
+        raise InvalidInputError("lock needs an interpreter target (--python)")
+    spec = write_input(ctx, folder)
+    binary = pipadapter.piptools_venv(python, ctx.target.python_version, source)
+    return [str(binary), *_pip_compile_args(unsafe_packages(ctx), source, spec,
+                                            folder / "lock.txt")]
+
+
 def _resolved(ctx: Context, python: Path, unsafe: list[str], source: Source,
               choice: resolver.Choice, spec: Path, result: Path) \
         -> subprocess.CompletedProcess[str]:
@@ -164,10 +200,8 @@ def _resolved(ctx: Context, python: Path, unsafe: list[str], source: Source,
         return resolver.compile_lock(
             choice, python, [*[a for u in unsafe for a in ("--no-emit-package", u)],
                              "-o", str(result), str(spec)], source, spec.parent, label)
-    args = ["--generate-hashes", "--no-header", "--strip-extras", *NO_INDEX_OPTIONS,
-            *[a for u in unsafe for a in ("--unsafe-package", u)], *source.args(),
-            "-o", str(result), str(spec)]
-    return pipadapter.pip_compile(python, ctx.target.python_version, source, args,
+    return pipadapter.pip_compile(python, ctx.target.python_version, source,
+                                  _pip_compile_args(unsafe, source, spec, result),
                                   cwd=spec.parent, label=label)
 
 
