@@ -89,11 +89,17 @@ def timed(sides: dict[str, Side], env: dict[str, str], repeat: int) -> dict[str,
     case falls on all of them alike."""
     samples: dict[str, list[float]] = {name: [] for name in sides}
     for index in range(repeat + 1):
-        for name, side in sides.items():
-            took = _once(side, env)
-            if index:  # the first round warms the caches
+        round_took = {name: _once(side, env) for name, side in sides.items()}
+        said = ", ".join(f"{SHOWN[name]} {took:.2f} s" for name, took in round_took.items())
+        print(f"    {'warm-up' if not index else f'run {index}'}: {said} "
+              f"({load().split(' on ')[0]})", flush=True)
+        if index:  # the first round warms the caches
+            for name, took in round_took.items():
                 samples[name].append(took)
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+SHOWN = {"uv": "uv", "pip": "pip", "own": "pip's own"}
 
 
 def cli(*args: str | Path) -> list[str | Path]:
@@ -105,10 +111,13 @@ def pip_own(python: Path, *args: str | Path) -> list[str | Path]:
             "--report", os.devnull, "--disable-pip-version-check", *args]
 
 
-def row(name: str, took: dict[str, float]) -> None:
+def measure(name: str, sides: dict[str, Side], env: dict[str, str], repeat: int) -> None:
+    """One case: its rounds as they run, then the medians and the ratios."""
+    print(name, flush=True)
+    took = timed(sides, env, repeat)
     uv, ours, own = took["uv"], took["pip"], took["own"]
     ratio = uv / own
-    print(f"{name}\n    uv {uv:7.2f} s  pip {ours:7.2f} s  pip's own {own:7.2f} s  "
+    print(f"    medians: uv {uv:7.2f} s  pip {ours:7.2f} s  pip's own {own:7.2f} s  "
           f"uv/pip's own {ratio:5.2f}x (goal <= {GOAL}x: {'met' if ratio <= GOAL else 'NOT met'})"
           f"  pip/pip's own {ours / own:5.2f}x  uv/pip {uv / ours:5.2f}x", flush=True)
 
@@ -138,11 +147,11 @@ def guard_cases(scratch: Path, env: dict[str, str], repeat: int) -> None:
     for req in ("needs-new-torch", "chain-top"):
         base: list[str | Path] = ["--python", world["python"], "--manifest",
                                   world["manifest"], "install", "--dry-run", *source, req]
-        took = timed({"uv": Side(cli(*base, "--resolver", "uv")),
-                      "pip": Side(cli(*base, "--resolver", "pip")),
-                      "own": Side(pip_own(world["python"], "--no-index", "--find-links",
-                                          world["house"], req))}, env, repeat)
-        row(f"install --dry-run {req} (refused, wheelhouse)", took)
+        measure(f"install --dry-run {req} (refused, wheelhouse)",
+                {"uv": Side(cli(*base, "--resolver", "uv")),
+                 "pip": Side(cli(*base, "--resolver", "pip")),
+                 "own": Side(pip_own(world["python"], "--no-index", "--find-links",
+                                     world["house"], req))}, env, repeat)
 
 
 def sandbox(scratch: Path, env: dict[str, str]) -> Path:
@@ -157,11 +166,10 @@ def sandbox(scratch: Path, env: dict[str, str]) -> Path:
 def index_case(python: Path, env: dict[str, str], repeat: int) -> None:
     base: list[str | Path] = ["--python", python, "install", "--dry-run",
                               "torchvision==0.25.0"]
-    took = timed({"uv": Side(cli(*base, "--resolver", "uv")),
-                  "pip": Side(cli(*base, "--resolver", "pip")),
-                  "own": Side(pip_own(python, "torchvision==0.25.0"), expect=(0,))},
-                 env, repeat)
-    row("install --dry-run torchvision==0.25.0 (refused)", took)
+    measure("install --dry-run torchvision==0.25.0 (refused)",
+            {"uv": Side(cli(*base, "--resolver", "uv")),
+             "pip": Side(cli(*base, "--resolver", "pip")),
+             "own": Side(pip_own(python, "torchvision==0.25.0"), expect=(0,))}, env, repeat)
 
 
 def lock_own(python: Path, manifest: str, folder: Path) -> Side:
@@ -185,10 +193,10 @@ def lock_case(python: Path, scratch: Path, env: dict[str, str], repeat: int) -> 
     name = "vllm-ascend-0.18.0"
     base: list[str | Path] = ["--python", python, "--manifest", name, "lock",
                               "-o", scratch / "stack.lock"]
-    took = timed({"uv": Side(cli(*base, "--resolver", "uv"), expect=(0,)),
-                  "pip": Side(cli(*base, "--resolver", "pip"), expect=(0,)),
-                  "own": lock_own(python, name, scratch / "lock-input")}, env, repeat)
-    row(f"lock {name} (no_deps: vllm)", took)
+    measure(f"lock {name} (no_deps: vllm)",
+            {"uv": Side(cli(*base, "--resolver", "uv"), expect=(0,)),
+             "pip": Side(cli(*base, "--resolver", "pip"), expect=(0,)),
+             "own": lock_own(python, name, scratch / "lock-input")}, env, repeat)
 
 
 def main() -> None:
