@@ -7,6 +7,7 @@ that nothing ascendpatch installs can replace it.
 from __future__ import annotations
 
 import http.server
+import json
 import shutil
 import threading
 from collections.abc import Iterator
@@ -98,6 +99,46 @@ def test_dry_run_shows_the_whole_plan_and_changes_nothing(world: dict[str, Path]
     assert [i["data"] for i in doc["results"] if i["id"] == "plan:friendly"] == [
         {"package": "friendly", "action": "install", "installed": None, "new": "1.0"}]
     assert tree_digest(world["site"]) == before
+
+
+# Every start of the target's interpreter appends its sys.argv to $AP_TEST_STARTS (a module
+# imported from a .pth: once per process, though a venv's lib64 link reads the .pth twice).
+_COUNTER = ("import json, os, sys\n"
+            "if os.environ.get('AP_TEST_STARTS'):\n"
+            "    with open(os.environ['AP_TEST_STARTS'], 'a') as log:\n"
+            "        log.write(json.dumps(sys.argv) + '\\n')\n")
+
+
+def _pip_runs(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+              *args: str) -> tuple[Run, list[list[str]]]:
+    """``install`` of ``args`` and the pip processes it ran in the target (pip --python runs
+    itself there as ``__pip-runner__.py``)."""
+    (world["site"] / "ap_test_starts.py").write_text(_COUNTER)
+    (world["site"] / "ap_test_starts.pth").write_text("import ap_test_starts\n")
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv("AP_TEST_STARTS", str(starts))
+    result = install(world, *args)
+    lines = starts.read_text().splitlines() if starts.exists() else []
+    argvs = [json.loads(line) for line in lines]
+    return result, [a for a in argvs if a and a[0].endswith("__pip-runner__.py")]
+
+
+@pytest.mark.parametrize(("reqs", "steps"), [(("needs-new-torch",), 1),
+                                             (("friendly", "step-audio2"), 2)])
+def test_a_pip_plan_is_one_pip_resolution_per_step(world: dict[str, Path], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   reqs: tuple[str, ...], steps: int) -> None:
+    """`install --dry-run --resolver pip` costs what pip's own resolution costs: one pip run
+    per step of the plan (the requirements; the no_deps packages with --no-deps), counted in
+    the real pip the target runs, and no other pip process: no second resolution, no
+    pre-flight or index query of its own."""
+    result, runs = _pip_runs(world, monkeypatch, tmp_path, *reqs, "--dry-run",
+                             "--resolver", "pip")
+    assert result.code == 1, result.out + result.err
+    assert len(runs) == steps, runs
+    assert all("install" in a and "--dry-run" in a and "--report" in a for a in runs), runs
+    assert [set(reqs) & set(a) for a in runs] == \
+        ([set(reqs)] if steps == 1 else [{"friendly"}, {"step-audio2"}])
 
 
 @pytest.fixture
