@@ -30,7 +30,7 @@ from ascendpatch.paths import (
     foreign_owner,
     open_regular,
     open_to_others,
-    untrusted,
+    untrusted_on_the_way,
 )
 from ascendpatch.store import atomic
 
@@ -48,12 +48,8 @@ class UnsafeCacheError(AscendpatchError):
 
 def _above(root: Path) -> str | None:
     """Why a folder above the cache root lets someone else replace the root, if one does."""
-    start = Path(os.path.realpath(root.parent))
-    for path in [start, *start.parents]:
-        why = untrusted(path.stat(), sticky_ok=True)
-        if why is not None:
-            return f"{path} is {why}"
-    return None
+    found = untrusted_on_the_way(Path(os.path.realpath(root.parent)))
+    return None if found is None else f"{found[0]} is {found[1]}"
 
 
 def _own(path: Path) -> str | None:

@@ -138,6 +138,22 @@ def untrusted(info: os.stat_result, *, sticky_ok: bool = False) -> str | None:
     return foreign_owner(info) or open_to_others(info, sticky_ok=sticky_ok)
 
 
+def untrusted_on_the_way(folder: Path) -> tuple[Path, str] | None:
+    """The first existing folder from ``folder`` up to ``/`` that lets another user choose
+    what is below it (:func:`untrusted`, sticky folders allowed), and why; a folder that
+    cannot be looked at is one too. None: every folder on the way is root's or ours."""
+    for step in [folder, *folder.parents]:
+        try:
+            why = untrusted(step.stat(), sticky_ok=True)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return step, f"unreadable ({exc.strerror})"
+        if why is not None:
+            return step, why
+    return None
+
+
 def shown(path: Path | str) -> str:
     """A path as text that can always be printed, written to a page or encoded as UTF-8:
     bytes of the name that are not UTF-8 appear as ``\\xff`` (as ``ls -b`` shows them)."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ascendpatch import config
 from ascendpatch.errors import AscendpatchError
-from ascendpatch.paths import shown, untrusted
+from ascendpatch.paths import shown, untrusted_on_the_way
 from ascendpatch.results import Level
 from ascendpatch.shell.output import plain_line
 
@@ -37,23 +37,6 @@ def _say(level: Level, text: str) -> None:
     sys.stdout.write(plain_line(level, text) + "\n")
 
 
-def _foreign_folder_on_the_way(folder: Path) -> tuple[Path, str] | None:
-    """The first existing folder from ``folder`` up to ``/`` that another uid than this one
-    (or root) owns or can write, and why (:func:`ascendpatch.paths.untrusted`): install.sh
-    run as root with a user's HOME would otherwise mkdir and write where that user can swap
-    ``~/.config/ascendpatch`` for a link between the two."""
-    for step in [folder, *folder.parents]:
-        try:
-            why = untrusted(step.stat(), sticky_ok=True)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            return step, f"unreadable ({exc.strerror})"
-        if why is not None:
-            return step, why
-    return None
-
-
 def remember(path: Path, wanted: dict[str, str]) -> int:
     """0: the config at ``path`` now names ``wanted``; 1: it was left alone (said why)."""
     text = config.render(wanted)
@@ -61,7 +44,9 @@ def remember(path: Path, wanted: dict[str, str]) -> int:
     if not os.path.lexists(path):
         from ascendpatch.store import atomic
 
-        risky = _foreign_folder_on_the_way(path.parent)
+        # install.sh run as root with a user's HOME would otherwise mkdir and write where
+        # that user can swap ~/.config/ascendpatch for a link between the two
+        risky = untrusted_on_the_way(path.parent)
         if risky is not None:
             _say(Level.WARN, f"config {shown(path)} not written: {shown(risky[0])} is "
                              f"{risky[1]}, who could send this write elsewhere; as that user "
