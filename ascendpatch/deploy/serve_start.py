@@ -64,7 +64,8 @@ def runtime_dir(env: Mapping[str, str]) -> Path:
         info = os.lstat(base) if base else None
     except OSError:
         info = None
-    ours = info is not None and stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+    ours = info is not None and stat.S_ISDIR(info.st_mode) and \
+        foreign_owner(info, root_ok=False) is None
     return Path(str(base)) / "ascendpatch" if ours else Path("/run/ascendpatch")
 
 

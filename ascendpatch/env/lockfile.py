@@ -92,13 +92,11 @@ def _trusted(lock: Path) -> bytes:
     """The lock's bytes; refused when another user could have chosen them: the rest of the
     lock goes to pip, which takes index URLs, find-links and ``name @ URL`` sdists it builds
     (code run as the user, root on a shared host)."""
-    from ascendpatch.paths import untrusted
-
     try:
         data, info = paths.read_regular_with_stat(lock, MAX_LOCK_BYTES)
     except (OSError, paths.NotRegularFileError) as exc:
         raise InvalidInputError(f"cannot read the lock {paths.shown(lock)}: {exc}") from None
-    why = untrusted(info)
+    why = paths.untrusted(info)
     if why is not None:
         raise InvalidInputError(f"the lock {paths.shown(lock)} is {why}; a lock another user "
                                 "can change is never handed to pip, nothing was changed",
