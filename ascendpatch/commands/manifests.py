@@ -9,9 +9,10 @@ from pathlib import PurePath
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ascendpatch import paths
+from ascendpatch.env.reqs import exact_version
 from ascendpatch.errors import (
     EXIT_OK,
     EXIT_USAGE,
@@ -93,15 +94,11 @@ def _patches(artifact: Artifact, manifest: Manifest) -> list[dict[str, object]]:
 
 def _pinned_version(manifest: Manifest, distribution: str | None) -> Version | None:
     for pin in manifest.stack.packages:
-        try:
-            exact = [s.version for s in SpecifierSet(pin.specifier) if s.operator == "=="]
-        except InvalidSpecifier:
-            continue
-        if distribution is not None and len(exact) == 1 \
+        if distribution is not None \
                 and canonicalize_name(pin.name) == canonicalize_name(distribution):
             try:
-                return Version(exact[0])
-            except InvalidVersion:
+                return exact_version(SpecifierSet(pin.specifier))
+            except InvalidSpecifier:
                 return None
     return None
 

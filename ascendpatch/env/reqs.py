@@ -7,6 +7,8 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from ascendpatch.errors import InvalidInputError
 
@@ -19,6 +21,17 @@ def parse(raw: str) -> Requirement:
     except InvalidRequirement as exc:
         raise InvalidInputError(f"requirement {raw!r} is not valid PEP 508: {why(exc, raw)}",
                                 fix="write it as pip takes it, e.g. 'six>=1.16'") from None
+
+
+def exact_version(specifier: SpecifierSet) -> Version | None:
+    """The one version ``specifier`` pins (``==X`` or ``===X``, no wildcard), if it pins one."""
+    for item in specifier:
+        if item.operator in ("==", "===") and "*" not in item.version:
+            try:
+                return Version(item.version)
+            except InvalidVersion:
+                return None
+    return None
 
 
 def why(exc: InvalidRequirement, raw: str) -> str:

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascendpatch import cachedir, catalog
-from ascendpatch.env import pipadapter, pipindex, releases
+from ascendpatch.env import pipadapter, pipindex, releases, reqs
 from ascendpatch.env.pipadapter import PipError, Source
 from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Target
@@ -159,16 +159,6 @@ def _boundaries(specs: list[str]) -> list[Version]:
     return out
 
 
-def _exact(combined: SpecifierSet) -> Version | None:
-    for item in combined:
-        if item.operator in ("==", "===") and "*" not in item.version:
-            try:
-                return Version(item.version)
-            except InvalidVersion:
-                return None
-    return None
-
-
 def _candidates(name: str, source: Source) -> list[Version]:
     if not source.offline:
         return pipindex.versions(name)  # pip's: yanked releases are not among them
@@ -196,7 +186,7 @@ def conflicts(manifest: Manifest, target: Target, source: Source,
         if len(specs) < 2:
             continue
         combined = SpecifierSet(",".join(specs))
-        exact = _exact(combined)
+        exact = reqs.exact_version(combined)
         if exact is not None:  # an exact pin: only that release can do (no index lookup)
             if combined.contains(exact, prereleases=True):
                 continue
