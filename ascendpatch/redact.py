@@ -23,6 +23,8 @@ _ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)="
                          r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\"]*)")
 # one word of a command line: --name=value or NAME=value, the value being the rest of the word
 _WORD_ASSIGNMENT = re.compile(r"(?P<name>-*[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>.+)", re.S)
+# scheme://anything@: the whole user-info part of a URL (a token alone, or user:password)
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+\S+")
 
 
@@ -57,6 +59,12 @@ def shown(name: str, value: str) -> str:
 def url(text: str) -> str:
     """``text`` with the password of every ``scheme://user:password@`` in it masked."""
     return _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with the user-info part (``token@``, ``user:password@``) of every URL in it
+    removed: the URL as a key, which must neither hold a secret nor change with one."""
+    return _URL_USERINFO.sub(lambda m: m["scheme"], text)
 
 
 def _assignment(match: re.Match[str]) -> str:

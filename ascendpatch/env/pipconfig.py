@@ -13,13 +13,19 @@ this module is only the resolver's.)
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ascendpatch import redact
 from ascendpatch.env.inscript import code_argv
+
+if TYPE_CHECKING:
+    from ascendpatch.env.target import Target
 
 _READ = """
 import json, sys
@@ -67,9 +73,30 @@ class UvSettings:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
+Settings = tuple[tuple[str, str], ...]
+# What this process has read, by (interpreter, command, environment): a command asks twice (the
+# resolver's choice, the pre-flight cache's key) and each ask is a Python start importing pip.
+_READ_BEFORE: dict[tuple[str, str, frozenset[tuple[str, str]]], Settings] = {}
+
+
+def pip_python(target: Target) -> Path:
+    """The interpreter whose pip would run (the target's, else this tool's: pipadapter)."""
+    if target.python is not None and target.get("pip") is not None:
+        return target.python
+    return Path(sys.executable)
+
+
 def read(python: Path, command: str, env: Mapping[str, str] | None = None) \
         -> list[tuple[str, str]]:
-    """pip's effective settings for ``command`` in ``python``'s pip, lowest precedence first."""
+    """pip's effective settings for ``command`` in ``python``'s pip, lowest precedence first
+    (read once per process for the same interpreter, command and environment)."""
+    key = (str(python), command, frozenset((os.environ if env is None else env).items()))
+    if key not in _READ_BEFORE:
+        _READ_BEFORE[key] = _read(python, command, env)
+    return list(_READ_BEFORE[key])
+
+
+def _read(python: Path, command: str, env: Mapping[str, str] | None) -> Settings:
     proc = subprocess.run(code_argv(python, _READ, [command]), capture_output=True, text=True,
                           check=False, stdin=subprocess.DEVNULL, timeout=60,
                           env=dict(env) if env is not None else None)
@@ -78,7 +105,14 @@ def read(python: Path, command: str, env: Mapping[str, str] | None = None) \
         reason = redact.text((proc.stderr.strip().splitlines() or ["?"])[-1])[:200]
         raise Untranslatable(f"pip's configuration could not be read ({reason})")
     pairs = json.loads(proc.stdout)
-    return [(str(name), str(value)) for name, value in pairs]
+    return tuple((str(name), str(value)) for name, value in pairs)
+
+
+def identity(settings: Sequence[tuple[str, str]]) -> list[list[str]]:
+    """What of ``settings`` can change what pip finds (the index, the links, the options), with
+    every URL's credentials left out: part of a cache key, never a secret."""
+    return [[name, redact.without_credentials(value)] for name, value in settings
+            if name not in _NO_EFFECT]
 
 
 def translate(settings: list[tuple[str, str]]) -> UvSettings:

@@ -23,7 +23,6 @@ import enum
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +66,7 @@ def choose(mode: Mode, target: Target, env: Mapping[str, str] | None = None,
                                         "own environment, or use --resolver pip")
         return _said(Choice("pip", f"uv not used: {found.why}"))
     try:
-        settings = pipconfig.translate(pipconfig.read(_config_python(target), command, env))
+        settings = pipconfig.translate(pipconfig.read(pipconfig.pip_python(target), command, env))
     except pipconfig.Untranslatable as exc:
         why = f"uv not used: {exc}; resolving with pip"
         if mode is Mode.UV:
@@ -88,13 +87,6 @@ def _names(requirements: Sequence[str]) -> set[str]:
         with contextlib.suppress(InvalidRequirement):
             found.add(str(canonicalize_name(Requirement(raw).name)))
     return found
-
-
-def _config_python(target: Target) -> Path:
-    """The interpreter whose pip would run (the target's, else this tool's: pipadapter)."""
-    if target.python is not None and target.get("pip") is not None:
-        return target.python
-    return Path(sys.executable)
 
 
 def _uv(choice: Choice, args: Sequence[str], source: Source, *, label: str,

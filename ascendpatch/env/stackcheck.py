@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascendpatch import cachedir, catalog
-from ascendpatch.env import pipadapter, pipindex, releases, reqs
+from ascendpatch.env import pipadapter, pipconfig, pipindex, releases, reqs
 from ascendpatch.env.pipadapter import PipError, Source
 from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Target
@@ -53,7 +53,11 @@ def _cache_key(target: Target, pins: Sequence[str], source: Source) -> str | Non
         specs = list(Requirement(pin).specifier)
         if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
             return None
-    text = json.dumps([sorted(pins), pipindex.where(), str(source.wheelhouse),
+    try:  # the pip settings the uv choice read too (read once): no pip run of its own
+        settings = pipconfig.read(pipconfig.pip_python(target), "install")
+    except pipconfig.Untranslatable:
+        return None  # pip's own run then says what is wrong
+    text = json.dumps([sorted(pins), pipconfig.identity(settings), str(source.wheelhouse),
                        source.offline, target.markers], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
