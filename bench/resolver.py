@@ -43,6 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import build_env  # noqa: E402  (bench/, beside this script)
+
 GOAL = 0.2
 
 
@@ -208,12 +210,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.only_lock and (args.skip_lock or args.skip_index):
         parser.error("--only-lock runs the lock case, which --skip-lock and --skip-index skip")
+    build_env.in_tool()  # ascendpatch (and its uv) as installed, not an editable checkout
     print(machine())
     print(f"start: {load()}")
     with tempfile.TemporaryDirectory(prefix="ascendpatch-bench-resolver-") as tmp:
         scratch = Path(tmp)
         env = {**os.environ, "ASCENDPATCH_CACHE": str(scratch / "cache"),
-               "PIP_CACHE_DIR": str(scratch / "pip-cache"), "PYTHONPATH": str(ROOT)}
+               "PIP_CACHE_DIR": str(scratch / "pip-cache")}
         os.environ.update(env)  # lock_own's pip-tools venv is the one lock uses
         if not args.only_lock:
             guard_cases(scratch, env, args.repeat)

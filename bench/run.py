@@ -227,6 +227,7 @@ def main() -> int:
     parser.add_argument("--only", choices=["audit"],
                         help="only the audit comparisons and the critical path (to iterate)")
     args = parser.parse_args()
+    build_env.in_tool()  # ascendpatch timed as installed, not this checkout's editable install
     repeat = args.repeat
     if repeat < 5:
         print(f"[WARN] --repeat {repeat}: fewer than 5 runs, a smoke test, not a measurement")
