@@ -259,3 +259,25 @@ def test_supervise_passes_the_code_through_and_stops_the_group_left(tmp_path: Pa
         code, left = serve_supervise.supervise(process, serve_supervise.Reaper(process), 1.0)
         assert code == 3 and len(left) == 1  # the background sleep (or its shell before exec)
         assert procs.read(process.pid) is None and not serve_start.members(process.pid)
+
+
+def test_a_server_killed_by_a_signal_has_the_shells_code_on_every_path(tmp_path: Path) -> None:
+    """128 + N for signal N (137 for a KILL), as docs/serving.md says and a shell reports it:
+    on c1737ba a death while starting said "exited with code -9" (waitid's and Popen's -N)
+    while the supervisor's reaper said 137, and a leader Popen had reaped made serve exit -9
+    (247 to the shell)."""
+    endpoint = smoke.Endpoint("http", "127.0.0.1", 9, "")
+    killed = ["sh", "-c", "kill -KILL $$"]
+    process = serve_start.spawn(killed, dict(os.environ), tmp_path / "a.log")
+    try:  # seen unreaped (waitid, WNOWAIT)
+        assert serve_start.wait_ready(process, tmp_path / "a.log", endpoint, 60.0).exit_code \
+            == 137
+    finally:
+        serve_start.stop_group(process, grace=1.0)
+    assert process.returncode == 137
+    process = serve_start.spawn(killed, dict(os.environ), tmp_path / "b.log")
+    process.wait()  # reaped by Popen: its returncode is -9
+    assert serve_start.wait_ready(process, tmp_path / "b.log", endpoint, 60.0).exit_code == 137
+    assert serve_supervise.supervise(process, serve_supervise.Reaper(process), 1.0)[0] == 137
+    process = serve_start.spawn(killed, dict(os.environ), tmp_path / "c.log")
+    assert serve_supervise.supervise(process, serve_supervise.Reaper(process), 1.0)[0] == 137

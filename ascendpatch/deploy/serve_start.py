@@ -227,7 +227,8 @@ def wait_ready(process: subprocess.Popen[bytes], log: Path, endpoint: smoke.Endp
             reap()
             watch.poll()
             elapsed = time.monotonic() - start
-            code = process.returncode if process.returncode is not None else exited(process.pid)
+            code = shell_code(process.returncode) if process.returncode is not None \
+                else exited(process.pid)
             if code is not None:  # left unreaped: its zombie keeps the group's id ours
                 return Outcome(False, elapsed, code, stage(watch.last))
             if watch.ready and smoke.models(endpoint, 5.0)[0].ok:
@@ -263,15 +264,27 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE,
 
 
 def exited(pid: int) -> int | None:
-    """The exit code (-N: signal N) of our child ``pid`` once it has ended, without reaping
-    it: as long as its zombie is there, no other process or group can take its id."""
+    """The exit code of our child ``pid`` once it has ended (:func:`shell_code`), without
+    reaping it: as long as its zombie is there, no other process or group can take its id."""
     try:
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
         return None
     if info is None or info.si_pid == 0:
         return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    return waited_code(info)
+
+
+# An exit code as a shell reports it is the one convention serve shows and exits with: a
+# process ended by signal N is 128 + N (137 for a KILL), never Popen's -N.
+def waited_code(info: os.waitid_result) -> int:
+    """The exit code of a ``waitid`` answer: its exit status, or 128 + N for signal N."""
+    return info.si_status if info.si_code == os.CLD_EXITED else 128 + info.si_status
+
+
+def shell_code(returncode: int) -> int:
+    """Popen's ``returncode`` (-N for signal N) as a shell reports it."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def reap_leader(process: subprocess.Popen[bytes]) -> None:

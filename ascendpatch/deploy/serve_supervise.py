@@ -59,8 +59,7 @@ class Reaper:
                 return
             if self.process is not None and info.si_pid == leader:
                 if self.process.returncode is None:
-                    self.process.returncode = info.si_status \
-                        if info.si_code == os.CLD_EXITED else 128 + info.si_status
+                    self.process.returncode = serve_start.waited_code(info)
                 return
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(info.si_pid, os.WNOHANG)
@@ -111,7 +110,7 @@ def supervise(process: subprocess.Popen[bytes], reaper: Reaper,
             _pause()
     left = serve_start.stop_group(process, grace, reaper)
     reaper.drain(5.0)
-    return int(process.returncode), left
+    return serve_start.shell_code(int(process.returncode)), left
 
 
 def _pause() -> None:
