@@ -181,3 +181,17 @@ def test_patterns_that_promise_no_substring_are_always_searched() -> None:
     assert literals(rule("ab|abcdef")) is None  # a branch too short to screen with
     assert literals(rule("colou?r disabled")) == ("r disabled",)  # 'u' is optional
     assert literals(rule(r"lib(?:a|b)\.so: cannot")) == (".so: cannot",)
+
+
+def test_a_named_target_that_cannot_be_used_is_exit_2_even_when_no_rule_needs_it(
+        tmp_path: Path) -> None:
+    """logs asks for the target only when a rule needs the installed vllm-ascend, so on
+    f9291d6 `logs --python /wrong/python serve.log` read the log without it, said nothing of
+    the flag and exited 1 on the log's faults: a flag the user gave was ignored. A named
+    target is checked as for every other command; an unnamed one stays optional."""
+    log = _log(tmp_path, ["INFO:     Application startup complete."])
+    missing = tmp_path / "nowhere" / "bin" / "python"
+    result = run_cli("--python", missing, "logs", log)
+    assert result.code == 2 and f"{missing} does not exist" in result.err, result
+    assert result.out == "", result
+    assert run_cli("logs", log).code == 0

@@ -339,6 +339,8 @@ def from_args(args: Namespace) -> CommandResult:
                       getattr(args, "baseline", None))
     manifest = context.manifest_from_args(args)
     context.check_with(manifest, tuple(args.with_ids))  # an unknown --with id: exit 2
+    if context.choose_target(args).value is not None:  # named: checked now, used or not (a
+        _target(args, cache)                           # wrong --python is exit 2, as anywhere)
     return run(manifest, args.files, tuple(args.with_ids), lambda: target_envs_py(args, cache),
                options, lambda: target_release(args, cache))
 
