@@ -15,16 +15,24 @@ SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL")
 HIDDEN = "<set, value hidden>"
 MASK = "***"
 
-# user:password@ in any scheme://... (also inside a longer word or a traceback line)
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:\s]*):"
-                              r"(?P<password>[^/@\s]*)@")
-# NAME=value where NAME looks secret (env entries, dotenv lines, option=value)
-_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)="
+# A URL's scheme, at the start of a word (the look-behind: a long run of letters is not tried
+# at every character, which made these patterns quadratic) and of a bounded length.
+_SCHEME = r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)"
+# user:password@ in any scheme://... (also inside a longer word or a traceback line), for a
+# person to read: the password runs to the LAST @ before a / or a space (it may hold an @, as
+# pip allows, or a ? a parser would not take for one): masking too much is the safe side.
+_URL_CREDENTIALS = re.compile(_SCHEME + r"(?P<user>[^/@:\s]*):(?P<password>[^/\s]*)@")
+# NAME=value where NAME looks secret (env entries, dotenv lines, option=value). The name is
+# tried only where a word starts (or after a -) and bounded: unbounded, a long run of letters
+# with no = after it was scanned again from every character (64 KiB of a log line: 15 s).
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.])(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,127})="
                          r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\"]*)")
 # one word of a command line: --name=value or NAME=value, the value being the rest of the word
 _WORD_ASSIGNMENT = re.compile(r"(?P<name>-*[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>.+)", re.S)
-# scheme://anything@: the whole user-info part of a URL (a token alone, or user:password)
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+# scheme://anything@: the whole user-info part of a URL (a token alone, or user:password), for
+# a key: exactly as URL parsers split the authority (it ends at the first / ? # or space; the
+# user-info at its last @), so ``https://evil?@mirror/`` stays evil's and ``u:p@ss@h`` is h.
+_URL_USERINFO = re.compile(_SCHEME + r"[^/?#\s]*@")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+\S+")
 
 
