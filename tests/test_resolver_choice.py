@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -168,12 +169,14 @@ def test_the_pre_flight_cache_key_is_the_pip_settings_the_choice_read(
     monkeypatch.setattr(pipconfig, "_read", counted)
     monkeypatch.setattr(pipindex, "_ask", lambda *a: pytest.fail("a pip run for the key"))
     target = from_python(Path(sys.executable))
+    conf = tmp_path / "pip.conf"
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
 
     def key(index: str) -> str | None:
-        conf = tmp_path / f"pip-{len(reads)}.conf"
         conf.write_text(f"[global]\nindex-url = {index}\n")
-        monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
-        resolver.choose(resolver.Mode.AUTO, target, dict(os.environ))
+        pipconfig._READ_BEFORE.clear()  # a new command (the memo lives as long as one)
+        # what resolver.choose reads, whether or not this machine has uv
+        pipconfig.read(pipconfig.reader(target), "install", dict(os.environ))
         found = stackcheck._cache_key(target, ["six==1.16.0"], ONLINE)
         assert stackcheck._cache_key(target, ["six==1.16.0"], ONLINE) == found
         return found
@@ -182,9 +185,50 @@ def test_the_pre_flight_cache_key_is_the_pip_settings_the_choice_read(
     assert first is not None and len(reads) == 1
     assert key("https://user:rotated@mirror.example/simple") == first
     assert key("https://other.example/simple") != first
-    assert len(reads) == 3
+    assert key("https://evil.example?@mirror.example/simple") != first
+    assert len(reads) == 4
     assert pipconfig.identity([("index-url", "https://user:t0ken@mirror.example/simple"),
                                ("extra-index-url", "https://t0ken@a.example/s http://b/s"),
+                               ("proxy", "user:hunter2@proxy:3128"),
                                ("progress-bar", "off")]) == [
         ["index-url", "https://mirror.example/simple"],
         ["extra-index-url", "https://a.example/s http://b/s"]]
+
+
+def test_a_target_without_pip_is_read_with_its_own_site_pip_conf(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pip --python TARGET` (how ascendpatch installs into a target without pip, as uv makes
+    them) runs this tool's pip under TARGET, so TARGET's site pip.conf counts. On b1c2632 the
+    settings were read in this tool's interpreter: a mirror named only there was not handed to
+    uv, and two such targets shared one pre-flight cache key across different indexes."""
+    monkeypatch.delenv("PIP_CONFIG_FILE")  # (the suite's /dev/null: no file would be read)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "none"))
+    keys = set()
+    for name in ("a", "b"):
+        venv = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        index = f"https://site-only-{name}.example/simple"
+        (venv / "pip.conf").write_text(f"[global]\nindex-url = {index}\n")
+        target = from_python(venv / "bin" / "python")
+        assert target.get("pip") is None
+        reader = pipconfig.reader(target)
+        assert reader.python == venv / "bin" / "python" and reader.pip_path
+        assert dict(pipconfig.read(reader, "install"))["index-url"] == index
+        said = subprocess.run([sys.executable, "-m", "pip", "--python", str(reader.python),
+                               "config", "list"], capture_output=True, text=True, check=True)
+        assert index in said.stdout  # pip itself reads it so
+        keys.add(stackcheck._cache_key(target, ["six==1.16.0"], ONLINE))
+    assert len(keys) == 2 and None not in keys
+
+
+def test_an_answer_that_is_not_the_readers_is_untranslatable(tmp_path: Path) -> None:
+    """A target interpreter that prints something else (a .pth), cannot start, or hangs
+    means pip resolves and the pre-flight is not cached: never a traceback."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho not json\n")
+    fake.chmod(0o755)
+    with pytest.raises(pipconfig.Untranslatable, match="no answer"):
+        pipconfig.read(fake, "install")
+    with pytest.raises(pipconfig.Untranslatable, match="FileNotFoundError"):
+        pipconfig.read(tmp_path / "missing", "install")

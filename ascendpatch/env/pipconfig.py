@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 _READ = """
 import json, sys
+if sys.argv[2]:  # a target without pip: this tool's pip, run by the target as `pip --python` is
+    sys.path.append(sys.argv[2])
 from pip._internal.configuration import Configuration
 config = Configuration(isolated=False)
 config.load()
@@ -74,45 +76,83 @@ class UvSettings:
 
 
 Settings = tuple[tuple[str, str], ...]
-# What this process has read, by (interpreter, command, environment): a command asks twice (the
-# resolver's choice, the pre-flight cache's key) and each ask is a Python start importing pip.
-_READ_BEFORE: dict[tuple[str, str, frozenset[tuple[str, str]]], Settings] = {}
+# What this process has read, by (interpreter, pip, command, environment): a command asks twice
+# (the resolver's choice, the pre-flight cache's key) and each ask is a Python start importing
+# pip. Nothing in ascendpatch changes pip's configuration or os.environ while it runs.
+_READ_BEFORE: dict[tuple[str, str, str, frozenset[tuple[str, str]]], Settings] = {}
 
 
-def pip_python(target: Target) -> Path:
-    """The interpreter whose pip would run (the target's, else this tool's: pipadapter)."""
-    if target.python is not None and target.get("pip") is not None:
-        return target.python
-    return Path(sys.executable)
+@dataclass(frozen=True)
+class Reader:
+    """Who reads pip's configuration for a target: its interpreter, which decides the site
+    ``pip.conf`` (``sys.prefix``), with its own pip, or with this tool's (``pip_path``, the
+    folder holding it) when it has none, as ``pip --python TARGET`` runs this tool's pip."""
+
+    python: Path
+    pip_path: str = ""
 
 
-def read(python: Path, command: str, env: Mapping[str, str] | None = None) \
+def reader(target: Target) -> Reader:
+    """The reader for ``target``; this tool's own interpreter for a folder-only target."""
+    if target.python is None:
+        return Reader(Path(sys.executable))
+    if target.get("pip") is not None:
+        return Reader(target.python)
+    import importlib.util
+
+    spec = importlib.util.find_spec("pip")  # (found, not imported)
+    if spec is None or spec.origin is None:
+        return Reader(Path(sys.executable))
+    return Reader(target.python, str(Path(spec.origin).parent.parent))
+
+
+def read(source: Path | Reader, command: str, env: Mapping[str, str] | None = None) \
         -> list[tuple[str, str]]:
-    """pip's effective settings for ``command`` in ``python``'s pip, lowest precedence first
-    (read once per process for the same interpreter, command and environment)."""
-    key = (str(python), command, frozenset((os.environ if env is None else env).items()))
+    """pip's effective settings for ``command`` as ``source`` (an interpreter with its own pip,
+    or a :class:`Reader`) reads them, lowest precedence first (read once per process for the
+    same reader, command and environment)."""
+    who = source if isinstance(source, Reader) else Reader(source)
+    key = (str(who.python), who.pip_path, command,
+           frozenset((os.environ if env is None else env).items()))
     if key not in _READ_BEFORE:
-        _READ_BEFORE[key] = _read(python, command, env)
+        _READ_BEFORE[key] = _read(who, command, env)
     return list(_READ_BEFORE[key])
 
 
-def _read(python: Path, command: str, env: Mapping[str, str] | None) -> Settings:
-    proc = subprocess.run(code_argv(python, _READ, [command]), capture_output=True, text=True,
-                          check=False, stdin=subprocess.DEVNULL, timeout=60,
-                          env=dict(env) if env is not None else None)
+def _read(who: Reader, command: str, env: Mapping[str, str] | None) -> Settings:
+    """Untranslatable for every way the reading can fail: pip's complaint, no answer in time,
+    an interpreter that cannot start, or an answer that is not the script's (a ``.pth`` that
+    prints)."""
+    try:
+        proc = subprocess.run(code_argv(who.python, _READ, [command, who.pip_path]),
+                              capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL, timeout=60,
+                              env=dict(env) if env is not None else None)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Untranslatable(f"pip's configuration could not be read ({type(exc).__name__})") \
+            from None
     if proc.returncode != 0:
         # pip's parser quotes the bad line, which may hold an index password: mask, then cut
         reason = redact.text((proc.stderr.strip().splitlines() or ["?"])[-1])[:200]
         raise Untranslatable(f"pip's configuration could not be read ({reason})")
-    pairs = json.loads(proc.stdout)
-    return tuple((str(name), str(value)) for name, value in pairs)
+    try:
+        pairs = json.loads((proc.stdout.strip().splitlines() or [""])[-1])
+        return tuple((str(name), str(value)) for name, value in pairs)
+    except (ValueError, TypeError):
+        raise Untranslatable("pip's configuration could not be read (no answer)") from None
+
+
+# not part of what pip finds, and may hold a password that is not in a URL (user:pw@proxy)
+_NOT_IDENTITY = _NO_EFFECT | {"proxy", "cert", "client-cert", "timeout", "default-timeout"}
 
 
 def identity(settings: Sequence[tuple[str, str]]) -> list[list[str]]:
-    """What of ``settings`` can change what pip finds (the index, the links, the options), with
-    every URL's credentials left out: part of a cache key, never a secret."""
+    """What of ``settings`` can change what pip finds (the indexes, the links, the options),
+    every URL's user-info (``token@``, ``user:password@``) left out: part of a cache key.
+    A token in a URL's path or query (``https://host/TOKEN/simple``) is part of the index's
+    name and stays: the key is only ever a sha256 of this."""
     return [[name, redact.without_credentials(value)] for name, value in settings
-            if name not in _NO_EFFECT]
+            if name not in _NOT_IDENTITY]
 
 
 def translate(settings: list[tuple[str, str]]) -> UvSettings:

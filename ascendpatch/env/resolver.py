@@ -66,7 +66,7 @@ def choose(mode: Mode, target: Target, env: Mapping[str, str] | None = None,
                                         "own environment, or use --resolver pip")
         return _said(Choice("pip", f"uv not used: {found.why}"))
     try:
-        settings = pipconfig.translate(pipconfig.read(pipconfig.pip_python(target), command, env))
+        settings = pipconfig.translate(pipconfig.read(pipconfig.reader(target), command, env))
     except pipconfig.Untranslatable as exc:
         why = f"uv not used: {exc}; resolving with pip"
         if mode is Mode.UV:

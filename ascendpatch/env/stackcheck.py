@@ -54,11 +54,11 @@ def _cache_key(target: Target, pins: Sequence[str], source: Source) -> str | Non
         if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
             return None
     try:  # the pip settings the uv choice read too (read once): no pip run of its own
-        settings = pipconfig.read(pipconfig.pip_python(target), "install")
+        settings = pipconfig.read(pipconfig.reader(target), "install")
     except pipconfig.Untranslatable:
         return None  # pip's own run then says what is wrong
     text = json.dumps([sorted(pins), pipconfig.identity(settings), str(source.wheelhouse),
-                       source.offline, target.markers], sort_keys=True)
+                       source.offline, target.markers, str(target.python)], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 

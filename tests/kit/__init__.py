@@ -50,6 +50,11 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    # pip's settings are read once per process (env/pipconfig): a test is a command of its own,
+    # and may rewrite the same pip.conf as the one before it
+    from ascendpatch.env import pipconfig
+
+    pipconfig._READ_BEFORE.clear()
     # A slow step off a terminal says it is alive every 10 s (progress.Heartbeat); on a loaded
     # machine that would add lines to outputs tests compare, so only tests/test_heartbeat.py
     # turns it on.
