@@ -60,13 +60,18 @@ def tool() -> Path:
     """The interpreter of the ``tool`` venv, this checkout freshly installed in it."""
     python = TOOL / "bin" / "python"
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    if not (TOOL / "complete").exists():
+    # the dependencies are installed again when pyproject.toml (which lists them) changes
+    listed = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    marker = TOOL / f"complete-{listed}"
+    if not marker.exists():
         shutil.rmtree(TOOL, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(TOOL)], check=True)
         subprocess.run([*pip, "--upgrade", "pip", "setuptools>=77"], check=True)
         # pytest: the benchmarks build their worlds with tests/kit, which imports it
         subprocess.run([*pip, f"{REPO}[fast]", "pytest"], check=True)
-        (TOOL / "complete").touch()
+        marker.touch()
+    # setuptools builds in the checkout's build/: a module deleted since would be packaged
+    shutil.rmtree(REPO / "build" / "lib", ignore_errors=True)
     subprocess.run([*pip, "--no-deps", "--force-reinstall", "--no-build-isolation", str(REPO)],
                    check=True)
     return python
@@ -82,7 +87,11 @@ def in_tool() -> None:
     python = tool()
     print(f"[bench] re-run in {TOOL} (ascendpatch installed from {REPO}, not editable)",
           flush=True)
-    os.execv(python, [str(python), *sys.argv])
+    # from the tool's folder: `python -m ascendpatch` puts the working folder first on
+    # sys.path, and from the checkout that would import the checkout, not the installed copy
+    script = str(Path(sys.argv[0]).resolve())
+    os.chdir(TOOL)
+    os.execv(python, [str(python), script, *sys.argv[1:]])
 
 
 def build() -> Path:

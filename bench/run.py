@@ -232,8 +232,9 @@ def main() -> int:
     if repeat < 5:
         print(f"[WARN] --repeat {repeat}: fewer than 5 runs, a smoke test, not a measurement")
     started = load()
-    # An installed tool has bytecode (pip compiles it), as the venv's pip has: compile ours
-    # too, so that the comparison is not of a cold import against a warm one.
+    # The installed tool has its bytecode (pip compiled it); bench/engine.py still runs the
+    # checkout (from its folder, for the catalog's relative paths): compile that too, so that
+    # no figure is of a cold import against a warm one.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "ascendpatch")],
                    check=True, stdout=subprocess.DEVNULL)
     python = build_env.build()

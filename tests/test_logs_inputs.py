@@ -187,7 +187,7 @@ def test_a_named_target_that_cannot_be_used_is_exit_2_even_when_no_rule_needs_it
         tmp_path: Path) -> None:
     """logs asks for the target only when a rule needs the installed vllm-ascend, so on
     f9291d6 `logs --python /wrong/python serve.log` read the log without it, said nothing of
-    the flag and exited 1 on the log's faults: a flag the user gave was ignored. A named
+    the flag and exited 0 on a clean log: a flag the user gave was ignored. A named
     target is checked as for every other command; an unnamed one stays optional."""
     log = _log(tmp_path, ["INFO:     Application startup complete."])
     missing = tmp_path / "nowhere" / "bin" / "python"
