@@ -222,3 +222,19 @@ def test_secret_looking_variables_are_reported_by_presence_only(
         assert "SERVICE_KEY_FILE=<set, value hidden>" in said
         assert "ACCESS_TOKEN_FILE=<set, value hidden>: no such file" in said
         assert "HF_HUB_OFFLINE is '0', the manifest wants 1" in said  # not secret: shown
+
+
+def test_verify_loads_the_fleet_model_only_for_prometheus() -> None:
+    """`verify` is the command a rebuilt image runs first; `--prometheus FILE` needs the
+    fleet's model (inspect/promfile -> inspect/fleet, 10-14 ms of its 105 ms of imports on
+    the bench VM), a plain verify does not: on fcaeb2e every verify imported it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom ascendpatch.commands import verify\n"
+            "print(' '.join(sorted(sys.modules)))")
+    modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120, check=True).stdout.split()
+    assert "ascendpatch.commands.verify" in modules
+    assert "ascendpatch.inspect.fleet" not in modules
+    assert "ascendpatch.inspect.promfile" not in modules

@@ -14,7 +14,6 @@ from ascendpatch.commands import context
 from ascendpatch.commands.context import Context
 from ascendpatch.env import standins
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.inspect import promfile
 from ascendpatch.inspect.checks import probes
 from ascendpatch.inspect.checks.base import ArtifactFacts, CheckContext, ProbeOutcome
 from ascendpatch.inspect.checks.registry import CHECKS
@@ -72,11 +71,15 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
         probe_timeout: float = probes.PROBE_TIMEOUT, device: bool = False,
         prometheus: Path | None = None) -> CommandResult:
     if prometheus is not None:
+        from ascendpatch.inspect import promfile  # (with the fleet model: only when asked for)
+
         promfile.check_path(prometheus)
     shared = facts(ctx, no_probes=no_probes, serve_log=serve_log, probe_timeout=probe_timeout,
                    device=device)
     results = tuple(result for check in CHECKS for result in check.run(shared))
     if prometheus is not None:
+        from ascendpatch.inspect import promfile
+
         promfile.write(prometheus, promfile.verify_families(ctx.manifest.name,
                                                             shared.artifacts.shown, results))
     failed = sum(1 for r in results if r.level is Level.FAIL)
@@ -90,6 +93,8 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
 
 def from_args(args: Namespace) -> CommandResult:
     if args.prometheus is not None:
+        from ascendpatch.inspect import promfile
+
         promfile.check_path(args.prometheus)  # before the target is inspected
     return run(context.from_args(args), no_probes=args.no_probes, serve_log=args.serve_log,
                probe_timeout=args.probe_timeout, device=args.device,
