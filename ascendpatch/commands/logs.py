@@ -339,8 +339,10 @@ def from_args(args: Namespace) -> CommandResult:
                       getattr(args, "baseline", None))
     manifest = context.manifest_from_args(args)
     context.check_with(manifest, tuple(args.with_ids))  # an unknown --with id: exit 2
-    if context.choose_target(args).value is not None:  # named: checked now, used or not (a
-        _target(args, cache)                           # wrong --python is exit 2, as anywhere)
+    # a target named (flag, $ASCENDPATCH_PYTHON, config) is checked now, whether a rule needs
+    # it or not: a wrong --python is exit 2 here as in every other command
+    if context.choose_target(args).value is not None:
+        _target(args, cache)
     return run(manifest, args.files, tuple(args.with_ids), lambda: target_envs_py(args, cache),
                options, lambda: target_release(args, cache))
 

@@ -71,15 +71,14 @@ def run(ctx: Context, *, no_probes: bool = False, serve_log: Path | None = None,
         probe_timeout: float = probes.PROBE_TIMEOUT, device: bool = False,
         prometheus: Path | None = None) -> CommandResult:
     if prometheus is not None:
-        from ascendpatch.inspect import promfile  # (with the fleet model: only when asked for)
+        from ascendpatch.inspect import promfile  # (with the fleet model: only when asked for;
+                                                  # bound for the write below too)
 
         promfile.check_path(prometheus)
     shared = facts(ctx, no_probes=no_probes, serve_log=serve_log, probe_timeout=probe_timeout,
                    device=device)
     results = tuple(result for check in CHECKS for result in check.run(shared))
     if prometheus is not None:
-        from ascendpatch.inspect import promfile
-
         promfile.write(prometheus, promfile.verify_families(ctx.manifest.name,
                                                             shared.artifacts.shown, results))
     failed = sum(1 for r in results if r.level is Level.FAIL)

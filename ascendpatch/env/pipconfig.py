@@ -6,8 +6,9 @@ pip's own loader (``pip._internal.configuration``, in the interpreter whose pip 
 the same files and variables count), merged in pip's order (``[global]``, then the command's
 section, then the environment), and translated into uv's flags and variables. A setting uv
 cannot take the same way raises :class:`Untranslatable`: the caller then resolves with pip,
-saying so. (env/releases.py reads the index settings for port / catalog-check on its own;
-this module is only the resolver's.)
+saying so. The same settings, read once per command, name the index in the stack pre-flight's
+cache key (:func:`identity`, env/stackcheck.py). (env/releases.py reads the index settings
+for port / catalog-check through pip's own finder, env/_pipfind.py.)
 """
 
 from __future__ import annotations
