@@ -295,13 +295,13 @@ def test_foreground_as_pid_1_stops_the_engine_of_a_killed_api_server(tmp_path: P
 
 
 def test_the_ci_prebuild_names_the_very_kit_these_tests_use() -> None:
-    """`.ci/run` starts `python -m tests.kit.realserver` in the background before lint, so that
-    a cold machine's 3 GB download overlaps the rest: it must build (here: find) the same venv,
+    """`.ci/run` starts `python -m tests.kit.prebuild` in the background before lint, so that a
+    cold machine's 3 GB download overlaps the rest: it must build (here: find) the same venv,
     model and plugin folders the tests then ask for, or the download would happen twice."""
     used = [realserver.venv().name, realserver.model().name, realserver.pit1_plugin().name]
     env = {**os.environ, "ASCENDPATCH_TEST_CACHE": str(wheels.CACHE)}
-    done = subprocess.run([sys.executable, "-m", "tests.kit.realserver"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-m", "tests.kit.prebuild", "realserver"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("[OK] real vLLM server kit ready in ")
     assert done.stdout.rstrip().endswith(": " + ", ".join(used))

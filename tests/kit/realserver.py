@@ -364,9 +364,9 @@ def _signal_group(group: int, sig: signal.Signals) -> bool:
 
 def prebuild() -> str:
     """Build the venv, the model and the PIT1 plugin into the cache now; one line saying what
-    happened. ``.ci/run`` starts this in the background before lint, so that a cold machine's
-    3 GB download overlaps lint, type checks and the tests before the first server test (which
-    waits on the build's lock, then finds the folders built)."""
+    happened. ``.ci/run`` starts it in the background before lint (tests/kit/prebuild.py), so
+    that a cold machine's 3 GB download overlaps lint, type checks and the tests before the
+    first server test (which waits on the build's lock, then finds the folders built)."""
     started = time.monotonic()
     try:
         built = [venv(), model(), pit1_plugin()]
@@ -374,7 +374,3 @@ def prebuild() -> str:
         return f"[SKIP] real vLLM server kit not built: {skipped}"
     took = time.monotonic() - started
     return f"[OK] real vLLM server kit ready in {took:.0f} s: {', '.join(p.name for p in built)}"
-
-
-if __name__ == "__main__":
-    sys.stdout.write(prebuild() + "\n")
