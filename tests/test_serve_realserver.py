@@ -300,7 +300,7 @@ def test_the_ci_prebuild_names_the_very_kit_these_tests_use() -> None:
     model and plugin folders the tests then ask for, or the download would happen twice."""
     used = [realserver.venv().name, realserver.model().name, realserver.pit1_plugin().name]
     env = {**os.environ, "ASCENDPATCH_TEST_CACHE": str(wheels.CACHE)}
-    done = subprocess.run([sys.executable, "-m", "tests.kit.prebuild", "realserver"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "tests.kit.prebuild"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("[OK] real vLLM server kit ready in ")

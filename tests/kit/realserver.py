@@ -368,9 +368,6 @@ def prebuild() -> str:
     that a cold machine's 3 GB download overlaps lint, type checks and the tests before the
     first server test (which waits on the build's lock, then finds the folders built)."""
     started = time.monotonic()
-    try:
-        built = [venv(), model(), pit1_plugin()]
-    except pytest.skip.Exception as skipped:
-        return f"[SKIP] real vLLM server kit not built: {skipped}"
+    built = [venv(), model(), pit1_plugin()]  # pytest.skip when the index cannot be reached
     took = time.monotonic() - started
     return f"[OK] real vLLM server kit ready in {took:.0f} s: {', '.join(p.name for p in built)}"
