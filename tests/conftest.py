@@ -1,19 +1,15 @@
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
 
-from tests.kit import isolate
+from tests.kit import isolate, properties
 
 # The property suites explore new inputs on every local run; in CI (CI=true) they replay a fixed
-# sequence, so a run fails for a change, never for the luck of the draw. A failure found locally
+# sequence without wall-clock deadlines (tests/kit/properties.py). A failure found locally
 # becomes a plain test next to its suite.
-settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+properties.register()
 
 # Any write to the real home directory fails the test (tests/kit/homeguard.py).
 pytest_plugins = ["tests.kit.homeguard"]

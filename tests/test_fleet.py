@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.kit import isolated, make_dist, make_small_demo, run_cli, write_small_manifest
+from tests.kit.properties import deadline
 
 
 def _host(root: Path, manifest: Path, version: str = "1.0", edit: bool = False,
@@ -319,7 +320,7 @@ def test_a_snapshot_from_the_future_is_stale(snaps: Path, tmp_path: Path) -> Non
     assert "in the future: the node's clock is wrong" in _report(folder)[2]
 
 
-@settings(max_examples=300, deadline=1000)
+@settings(max_examples=300, deadline=deadline(1000))
 @given(created=st.text(max_size=60) | st.datetimes().map(lambda d: d.strftime(
     "%Y-%m-%dT%H:%M:%SZ")), limit=st.text(max_size=12))
 def test_any_created_time_and_threshold_is_an_age_or_one_error(created: str,

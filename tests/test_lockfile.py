@@ -21,6 +21,7 @@ from ascendpatch.env import lockfile, pipadapter, resolver
 from ascendpatch.env.pipadapter import ONLINE, PipError
 from ascendpatch.errors import InvalidInputError
 from tests.kit import seconduid
+from tests.kit.properties import deadline
 
 HEX = "ab" * 32
 VLLM_ITEM = {"metadata": {"name": "vllm", "version": "0.18.0"},
@@ -110,7 +111,7 @@ def test_a_lock_another_uid_owns_or_can_write_is_refused_before_pip(tmp_path: Pa
     assert copy.read_text() == pinned and lines == [f"vllm==0.18.0 --hash=sha256:{HEX}"]
 
 
-@settings(max_examples=200, deadline=1000)
+@settings(max_examples=200, deadline=deadline(1000))
 @given(st.text(max_size=300))
 def test_any_no_deps_line_is_read_or_refused(tmp_path_factory: pytest.TempPathFactory,
                                              entry: str) -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ascendpatch.errors import MAX_PROBLEMS_SHOWN
 from ascendpatch.manifest.validate import MANIFEST
 from tests.kit import REPO, run_cli
+from tests.kit.properties import deadline
 
 BAD = """\
 name: bad
@@ -129,7 +130,7 @@ def _starts_with_a_key(rest: str, keys: set[str]) -> bool:
     return any(k.startswith(text) if cut else k == text for k in keys)
 
 
-@settings(max_examples=100, deadline=3000,
+@settings(max_examples=100, deadline=deadline(3000),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(document=_DOCUMENT)
 def test_any_nested_document_is_valid_or_exit_2_with_a_key_path_per_problem(

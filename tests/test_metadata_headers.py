@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ascendpatch.env import target
 from ascendpatch.env.target import headers
+from tests.kit.properties import deadline
 
 NAMES = ["Metadata-Version", "Name", "Version", "Requires-Dist", "Provides-Extra", "Summary",
          "Requires-Python", "Content-Type", "Description", "X"]
@@ -59,7 +60,7 @@ def _same(folder: Path) -> None:
         assert ours.get_all(key) == theirs.get_all(key)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=2000)
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=deadline(2000))
 @given(metadata_texts(), st.sampled_from(["METADATA", "PKG-INFO"]))
 def test_the_headers_are_importlibs_on_generated_metadata(text: str, name: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ascendpatch.env.reqs import parse
 from ascendpatch.errors import InvalidInputError
 from tests.kit import chdir, make_dist, run_cli
+from tests.kit.properties import deadline
 
 
 def _snapshots(site: Path, folder: Path) -> Path:
@@ -69,7 +70,7 @@ def test_an_invalid_requirement_is_one_clean_line(site: Path) -> None:
         "'six>=1.16'")
 
 
-@settings(max_examples=200, deadline=1000)
+@settings(max_examples=200, deadline=deadline(1000))
 @given(st.text(max_size=60))
 def test_any_requirement_parses_or_is_one_line(raw: str) -> None:
     try:

@@ -1,9 +1,10 @@
 """Property tests of the parsers of untrusted input (issue 22 item 6): whatever bytes a target,
 a node or a manifest author hands them, each ends in its documented result or error, or the
-command in exit 0/1/2 with one line, within Hypothesis' deadline (a time bound per example)
-and, where a test says so, under an address-space limit (RLIMIT_AS, in a subprocess); never a
-traceback. Snapshots have their own suite (tests/test_snapshot_input.py), and so do env files
-(tests/test_envfile.py) and bounded JSON (tests/test_untrusted.py).
+command in exit 0/1/2 with one line, within Hypothesis' deadline (a time bound per example,
+on local runs: tests/kit/properties.py) and, where a test says so, under an address-space
+limit (RLIMIT_AS, in a subprocess); never a traceback. Snapshots have their own suite
+(tests/test_snapshot_input.py), and so do env files (tests/test_envfile.py) and bounded JSON
+(tests/test_untrusted.py).
 
 Suites and bounds (examples per run are the ``max_examples``; the counts a run made are printed
 with ``pytest --hypothesis-show-statistics``):
@@ -31,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.kit import make_dist, run_cli
+from tests.kit.properties import deadline
 
 FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
@@ -81,7 +83,7 @@ def _write_record(site: Path, data: bytes) -> Path:
     return info
 
 
-@settings(max_examples=300, deadline=2000, suppress_health_check=FIXTURES)
+@settings(max_examples=300, deadline=deadline(2000), suppress_health_check=FIXTURES)
 @given(data=RECORDS)
 def test_any_record_reads_as_rows_never_an_error(data: bytes, tmp_path: Path) -> None:
     from ascendpatch.env.target import read_record
@@ -93,7 +95,7 @@ def test_any_record_reads_as_rows_never_an_error(data: bytes, tmp_path: Path) ->
         assert size is None or size >= 0
 
 
-@settings(max_examples=100, deadline=2000, suppress_health_check=FIXTURES)
+@settings(max_examples=100, deadline=deadline(2000), suppress_health_check=FIXTURES)
 @given(data=RECORDS)
 def test_audit_of_any_record_ends_in_0_1_2(data: bytes, tmp_path: Path) -> None:
     site = _fresh(tmp_path) / "site"
@@ -148,7 +150,7 @@ def manifest_text(draw: st.DrawFn) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-@settings(max_examples=300, deadline=2000, suppress_health_check=FIXTURES)
+@settings(max_examples=300, deadline=deadline(2000), suppress_health_check=FIXTURES)
 @given(data=manifest_text())
 def test_any_manifest_loads_or_is_one_manifest_error(data: bytes, tmp_path: Path) -> None:
     from ascendpatch.errors import ManifestError
@@ -164,7 +166,7 @@ def test_any_manifest_loads_or_is_one_manifest_error(data: bytes, tmp_path: Path
         assert "\n" not in str(exc)
 
 
-@settings(max_examples=60, deadline=3000, suppress_health_check=FIXTURES)
+@settings(max_examples=60, deadline=deadline(3000), suppress_health_check=FIXTURES)
 @given(data=manifest_text())
 def test_any_manifest_given_to_a_command_ends_in_0_1_2(data: bytes, tmp_path: Path) -> None:
     folder = _fresh(tmp_path)
@@ -202,7 +204,7 @@ _PATCH_LINES = st.sampled_from([
     "--- a/../../etc/passwd", "+++ b//abs", "", " ", "+", "-", "@@", "@@ -a,b +c,d @@"])
 
 
-@settings(max_examples=400, deadline=1000)
+@settings(max_examples=400, deadline=deadline(1000))
 @given(lines=st.lists(_PATCH_LINES | st.text(max_size=10), max_size=14),
        eol=st.sampled_from(["\n", "\r\n"]), raw=st.binary(max_size=40))
 def test_any_patch_parses_or_is_one_patch_error(lines: list[str], eol: str, raw: bytes) -> None:
@@ -232,7 +234,7 @@ _LOG_LINES = st.sampled_from([
     "\x00\x00", "é" * 300])
 
 
-@settings(max_examples=200, deadline=2000, suppress_health_check=FIXTURES)
+@settings(max_examples=200, deadline=deadline(2000), suppress_health_check=FIXTURES)
 @given(lines=st.lists(_LOG_LINES | st.text(max_size=40), max_size=30),
        raw=st.binary(max_size=200), eol=st.sampled_from(["\n", "\r\n", "\r"]))
 def test_any_log_is_triaged_and_each_line_printed_on_one_line(lines: list[str], raw: bytes,
@@ -255,7 +257,7 @@ def test_any_log_is_triaged_and_each_line_printed_on_one_line(lines: list[str], 
 # --------------------------------------------------------------------------- small ones
 
 
-@settings(max_examples=300, deadline=1000)
+@settings(max_examples=300, deadline=deadline(1000))
 @given(text=st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF,
                                            categories=None), max_size=40))
 def test_printable_text_is_one_line_that_any_utf8_stream_takes(text: str) -> None:
@@ -268,7 +270,7 @@ def test_printable_text_is_one_line_that_any_utf8_stream_takes(text: str) -> Non
     assert "\n" not in shown and "\r" not in shown and "\x1b" not in shown
 
 
-@settings(max_examples=200, deadline=1000, suppress_health_check=FIXTURES)
+@settings(max_examples=200, deadline=deadline(1000), suppress_health_check=FIXTURES)
 @given(data=st.binary(max_size=200) | st.text(max_size=60).map(
     lambda t: t.encode("utf-8", "surrogatepass")))
 def test_any_hosts_file_is_names_or_one_error(data: bytes, tmp_path: Path) -> None:

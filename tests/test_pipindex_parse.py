@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from ascendpatch.env import pipindex
+from tests.kit.properties import deadline
 
 # As pip 26.3 and pip 24.0 print them (captured on this machine).
 JSON_FORM = json.dumps({"name": "six", "versions": ["1.17.0", "1.16.0"], "latest": "1.17.0"})
@@ -34,7 +35,7 @@ def test_a_refused_connection_is_said_in_its_own_words() -> None:
     assert pipindex._broken("ERROR: No matching distribution found for six") is None
 
 
-@settings(max_examples=300, deadline=1000)
+@settings(max_examples=300, deadline=deadline(1000))
 @given(st.one_of(st.text(), st.builds(lambda words: "Available versions: " + ", ".join(words),
                                       st.lists(st.text(max_size=12), max_size=20)),
                  st.builds(json.dumps, st.dictionaries(st.text(max_size=8), st.lists(
@@ -44,7 +45,7 @@ def test_any_output_gives_a_sorted_list_of_versions(text: str) -> None:
     assert found == sorted(set(found)) and all(isinstance(v, Version) for v in found)
 
 
-@settings(max_examples=300, deadline=1000)
+@settings(max_examples=300, deadline=deadline(1000))
 @given(st.text(max_size=400), st.integers(0, 220),
        st.text(alphabet="abcdefXYZ019", min_size=6, max_size=20))
 def test_why_an_index_broke_is_short_and_never_shows_a_password(noise: str, before: int,

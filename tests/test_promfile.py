@@ -27,6 +27,7 @@ from tests.kit import (
     tree_digest,
     write_small_manifest,
 )
+from tests.kit.properties import deadline
 
 
 def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -126,7 +127,7 @@ LABEL_TEXT = st.text(st.characters(codec="utf-8"), max_size=40) | st.sampled_fro
     ['"', "\\", "\n", '\\"', "\\n", 'a"b\\c\nd', "}", "{", ",", "=", "# HELP x"])
 
 
-@settings(max_examples=300, deadline=2000)
+@settings(max_examples=300, deadline=deadline(2000))
 @given(manifest=LABEL_TEXT, artifact=LABEL_TEXT, state=LABEL_TEXT, host=LABEL_TEXT)
 def test_any_label_value_round_trips_through_the_real_parser(manifest: str, artifact: str,
                                                              state: str, host: str) -> None:
@@ -144,7 +145,7 @@ def test_any_label_value_round_trips_through_the_real_parser(manifest: str, arti
     assert found["ascendpatch_fleet_host_drift"] == [({"host": host}, 3.0)]
 
 
-@settings(max_examples=100, deadline=2000)
+@settings(max_examples=100, deadline=deadline(2000))
 @given(st.text(max_size=20))
 def test_text_that_is_not_utf8_is_written_as_its_escape(text: str) -> None:
     odd = text + "\udcff"  # a lone surrogate, as a node's JSON may spell one out

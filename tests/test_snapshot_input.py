@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.kit import isolated, make_small_demo, run_cli, write_small_manifest
+from tests.kit.properties import deadline
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +223,7 @@ def snapshot_bytes(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
     return data
 
 
-@settings(max_examples=150, deadline=2000,
+@settings(max_examples=150, deadline=deadline(2000),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_snapshot_bytes_end_in_exit_0_1_2_and_one_line(data: st.DataObject,

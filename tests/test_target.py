@@ -16,6 +16,7 @@ from ascendpatch.env import discover, target
 from ascendpatch.errors import TargetError
 from tests.kit import make_dist, run_cli
 from tests.kit.fakes import FakeInscript
+from tests.kit.properties import deadline
 
 BOMB = "raise RuntimeError('imported torch: introspection must never do this')\n"
 
@@ -205,7 +206,7 @@ def test_unchanged_target_runs_nothing_in_the_interpreter(
 
 
 @given(st.text(st.sampled_from("aZ09-_.~ ÄßΣ"), max_size=20) | st.text(max_size=20))
-@settings(max_examples=300, deadline=1000)
+@settings(max_examples=300, deadline=deadline(1000))
 def test_canonical_name_is_packagings(name: str) -> None:
     """target.canonical_name (kept off packaging at start-up) is packaging's PEP 503 name."""
     from packaging.utils import canonicalize_name
