@@ -5,7 +5,7 @@ themselves, as before), and exits 0 only for ``[OK]``.
 
 What it builds: the real vLLM server's venv, model and PIT1 plugin (tests/kit/realserver.py),
 3 GB of wheels, under the kit's own build lock (the first server test waits on it, then finds
-it built), with pip set up as the tests set it up (tests/kit.isolate: the machine's pip
+it built), inside ``tests.kit.isolated`` as a test runs (a temp HOME, the machine's pip
 configuration and ``PIP_*`` variables dropped, PyPI only), so that the venv is the one a test
 would have built.
 
@@ -19,25 +19,19 @@ and every pip run downloads again (at about 130 MB/s here).
 
 from __future__ import annotations
 
-import os
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from tests.kit import realserver
-
-
-def as_the_tests_run_pip() -> None:
-    """This process's environment as tests/kit.isolate leaves pip's (HOME kept)."""
-    for var in [v for v in os.environ if v.startswith("PIP_")]:
-        del os.environ[var]
-    os.environ.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+from tests.kit import isolated, realserver
 
 
 def run() -> str:
-    as_the_tests_run_pip()
     try:
-        return realserver.prebuild()
+        with tempfile.TemporaryDirectory() as home, isolated(Path(home)):
+            return realserver.prebuild()
     except pytest.skip.Exception as skipped:
         return f"[SKIP] real vLLM server kit: {skipped}"
     except Exception as exc:  # the tests then build it themselves: a line, never a traceback
