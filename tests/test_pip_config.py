@@ -26,7 +26,7 @@ from typing import ClassVar
 import pytest
 
 from ascendpatch.env import releases
-from tests.kit import Run, build_wheel, run_cli, wheels, write_small_manifest
+from tests.kit import Run, build_wheel, cachefill, run_cli, wheels, write_small_manifest
 from tests.kit.caches import PRISTINE, demo_sdist
 from tests.kit.localindex import Recorder, serving, serving_folder, sha256, write_pages
 
@@ -77,12 +77,8 @@ OLDEST_PIP = "24.0"
 def oldest_pip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """pip 24.0 unpacked, for PYTHONPATH (its wheel from the index, cached outside the
     checkout)."""
-    folder = wheels.CACHE / "pip"
-    if not list(folder.glob(f"pip-{OLDEST_PIP}-*.whl")):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                        "--only-binary", ":all:", "-d", str(folder), f"pip=={OLDEST_PIP}"],
-                       check=True)
-    (wheel,) = folder.glob(f"pip-{OLDEST_PIP}-*.whl")
+    (wheel,) = cachefill.downloaded(wheels.CACHE / "pip", f"pip-{OLDEST_PIP}-*.whl",
+                                    f"pip=={OLDEST_PIP}")
     unpacked = tmp_path_factory.mktemp("pip24")
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(unpacked)

@@ -29,24 +29,22 @@ says so.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import http.client
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.kit import make_dist, wheels
+from tests.kit import cachefill, make_dist, wheels
 
 VERSION = "0.22.1"
 PINS = Path(__file__).with_name("realserver-pins.txt")
@@ -134,7 +132,7 @@ def _python_tag() -> str:
 def venv() -> Path:
     """The venv's folder: built once (cached), or the test skips when it cannot be built."""
     folder = ROOT / f"venv-{VERSION}-{_key(RECIPE, _python_tag(), PINS.read_text())}"
-    return _complete(folder, _build_venv)
+    return cachefill.complete(folder, _build_venv)
 
 
 def python() -> Path:
@@ -149,14 +147,14 @@ def vllm() -> Path:
 def model() -> Path:
     """The tiny model's folder (config, safetensors, tokenizer with a chat template)."""
     folder = ROOT / f"model-{_key(RECIPE, venv().name, MODEL_SCRIPT)}"
-    return _complete(folder, lambda partial: _run([str(python()), "-c", MODEL_SCRIPT,
+    return cachefill.complete(folder, lambda partial: _run([str(python()), "-c", MODEL_SCRIPT,
                                                    str(partial)]))
 
 
 def pit1_plugin() -> Path:
     """A folder for ``PYTHONPATH`` holding the PIT1 plugin and its dist-info (entry point)."""
     folder = ROOT / f"pit1-{_key(RECIPE, PIT1_MODULE, 'make_dist')}"
-    return _complete(folder, _write_pit1)
+    return cachefill.complete(folder, _write_pit1)
 
 
 def _write_pit1(partial: Path) -> None:
@@ -164,31 +162,6 @@ def _write_pit1(partial: Path) -> None:
     make_dist(partial, "ascendpatch-test-pit1", "1.0", {
         "ascendpatch_test_pit1.py": PIT1_MODULE,
         "ascendpatch_test_pit1-1.0.dist-info/entry_points.txt": entry})
-
-
-def _complete(folder: Path, build: Callable[[Path], None]) -> Path:
-    """``folder`` when it exists, else built by ``build(partial)`` under the lock and renamed."""
-    if folder.is_dir():
-        return folder
-    ROOT.mkdir(parents=True, exist_ok=True)
-    with _locked(ROOT / ".lock"):
-        if folder.is_dir():  # another process built it while this one waited
-            return folder
-        partial = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)  # a killed build's leftovers
-        build(partial)
-        partial.rename(folder)
-    return folder
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build_venv(partial: Path) -> None:

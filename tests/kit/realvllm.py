@@ -17,12 +17,11 @@ renamed into place.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.kit import wheels
+from tests.kit import cachefill, wheels
 
 VERSION = "0.22.1"
 DEPS = ("numpy==2.4.6", "regex==2026.11.19", "pydantic==2.14.4", "cbor2==6.3.0",
@@ -33,14 +32,7 @@ TAG = f"py{sys.version_info[0]}{sys.version_info[1]}"
 
 
 def wheel() -> Path:
-    ROOT.mkdir(parents=True, exist_ok=True)
-    found = sorted(ROOT.glob(f"vllm-{VERSION}-*.whl"))
-    if not found:
-        _pip("download", "--no-deps", "--only-binary", ":all:", "-q", "-d", str(ROOT),
-             f"vllm=={VERSION}")
-        found = sorted(ROOT.glob(f"vllm-{VERSION}-*.whl"))
-    assert found, f"no wheel for vllm {VERSION}"
-    return found[0]
+    return cachefill.downloaded(ROOT, f"vllm-{VERSION}-*.whl", f"vllm=={VERSION}")[0]
 
 
 def _pip(*args: str) -> None:
@@ -49,14 +41,9 @@ def _pip(*args: str) -> None:
 
 
 def _installed(folder: Path, *args: str) -> Path:
-    """``pip install --target`` into ``folder``, all or nothing."""
-    if folder.is_dir():
-        return folder
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    _pip("install", "-q", "--target", str(partial), *args)
-    os.replace(partial, folder)
-    return folder
+    """``pip install --target`` into ``folder``, all or nothing, once (tests/kit/cachefill)."""
+    return cachefill.complete(folder, lambda partial: _pip("install", "-q", "--target",
+                                                           str(partial), *args))
 
 
 def pythonpath() -> str:

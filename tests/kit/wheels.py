@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ascendpatch.env.releases import download_sdist, known_releases, read_member
 from ascendpatch.hashing import record_text
+from tests.kit import cachefill
 
 CACHE = Path(os.environ.get("ASCENDPATCH_TEST_CACHE",
                             Path.home() / ".cache" / "ascendpatch-test"))
@@ -36,14 +37,8 @@ SDIST_ONLY = {r.version for r in KNOWN if not r.wheel}
 
 
 def wheel(version: str) -> Path:
-    WHEELS.mkdir(parents=True, exist_ok=True)
-    found = sorted(WHEELS.glob(f"vllm_ascend-{version}-*.whl"))
-    if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary",
-                        ":all:", "-q", "-d", str(WHEELS), f"vllm-ascend=={version}"], check=True)
-        found = sorted(WHEELS.glob(f"vllm_ascend-{version}-*.whl"))
-    assert found, f"no wheel for vllm-ascend {version}"
-    return found[0]
+    return cachefill.downloaded(WHEELS, f"vllm_ascend-{version}-*.whl",
+                                f"vllm-ascend=={version}")[0]
 
 
 def wheel_member(version: str, member: str) -> bytes:
@@ -134,8 +129,6 @@ def with_pip_tools(folder: Path) -> Path:
     import shutil
 
     cached = CACHE / "pip-tools"
-    if not any(cached.glob("pip_tools-*.whl")):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
-                        "-d", str(cached), "pip-tools"], check=True)
-    shutil.copytree(cached, folder, dirs_exist_ok=True)
+    cachefill.downloaded(cached, "pip_tools-*.whl", "pip-tools", deps=True)
+    shutil.copytree(cached, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*"))
     return folder
