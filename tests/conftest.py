@@ -11,8 +11,9 @@ from tests.kit import isolate, properties
 # becomes a plain test next to its suite.
 properties.register()
 
-# Any write to the real home directory fails the test (tests/kit/homeguard.py).
-pytest_plugins = ["tests.kit.homeguard"]
+# Any write to the real home directory fails the test (tests/kit/homeguard.py); the files that
+# take minutes run first, and --durations also lists the slowest files (tests/kit/schedule.py).
+pytest_plugins = ["tests.kit.homeguard", "tests.kit.schedule"]
 
 
 @pytest.fixture(autouse=True)
