@@ -1,0 +1,105 @@
+"""The test cache is filled once, whole, when several test processes ask at the same moment
+(tests/kit/cachefill.py: the suite runs in two pytest-xdist workers beside the 3.10 tier).
+
+Each test starts real processes that call the kit at once (not threads: the lock is
+``flock``, per open file), and checks what a reader can see: one build, never a partial folder
+or file, and nothing trusted left by a build that died.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.kit import REPO, build_wheel, cachefill
+
+# Two processes wait on a barrier file, then ask for the same folder; the build writes a
+# marker per build and is slow enough that the second one asks while the first builds.
+ASK = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from tests.kit import cachefill
+    folder, go = Path(sys.argv[1]), Path(sys.argv[2])
+    while not go.exists():
+        time.sleep(0.01)
+    def build(partial):
+        partial.mkdir()
+        with open(folder.parent / "builds", "a") as log:
+            log.write("built\\n")
+        time.sleep(0.5)
+        (partial / "done").write_text("whole")
+    print(cachefill.complete(folder, build) / "done")
+""")
+
+
+def _asking(code: str, *args: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=REPO,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_two_processes_asking_for_one_folder_build_it_once(tmp_path: Path) -> None:
+    folder, go = tmp_path / "cache" / "kit", tmp_path / "go"
+    procs = [_asking(ASK, folder, go) for _ in range(2)]
+    go.touch()
+    outs = [proc.communicate(timeout=60)[0].strip() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0]
+    assert outs == [str(folder / "done")] * 2
+    assert (tmp_path / "cache" / "builds").read_text() == "built\n"
+    assert (folder / "done").read_text() == "whole"
+    assert not folder.with_name("kit.partial").exists()
+
+
+def test_a_build_that_dies_leaves_nothing_trusted_and_the_next_one_builds(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "cache" / "kit"
+
+    def dies(partial: Path) -> None:
+        partial.mkdir()
+        (partial / "half").write_text("")
+        raise OSError("killed halfway")
+
+    with pytest.raises(OSError, match="killed halfway"):
+        cachefill.complete(folder, dies)
+    assert not folder.exists()  # the leftovers are only under .partial, which nobody reads
+
+    def builds(partial: Path) -> None:
+        partial.mkdir()
+        (partial / "done").write_text("")
+
+    built = cachefill.complete(folder, builds)
+    assert sorted(p.name for p in built.iterdir()) == ["done"]
+
+
+@pytest.mark.integration
+def test_two_processes_downloading_one_wheel_both_get_it_whole_with_its_dependency(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real pip, from a find-links folder (no index): both processes return the same whole
+    wheel, its dependency is beside it, and no temp download is left in the folder."""
+    house = tmp_path / "house"
+    build_wheel(house, "demo-dep", "1.0")
+    build_wheel(house, "demo", "1.0", requires=["demo-dep"])
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(house))
+    cache, go = tmp_path / "cache", tmp_path / "go"
+    code = textwrap.dedent("""
+        import sys, time
+        from pathlib import Path
+        from tests.kit import cachefill
+        cache, go = Path(sys.argv[1]), Path(sys.argv[2])
+        while not go.exists():
+            time.sleep(0.01)
+        print(*cachefill.downloaded(cache, "demo-1.0-*.whl", "demo==1.0", deps=True))
+    """)
+    procs = [_asking(code, cache, go) for _ in range(2)]
+    go.touch()
+    outs = [proc.communicate(timeout=120)[0].strip() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0]
+    assert outs == [str(cache / "demo-1.0-py3-none-any.whl")] * 2
+    assert sorted(p.name for p in cache.iterdir()) == [
+        ".lock", "demo-1.0-py3-none-any.whl", "demo_dep-1.0-py3-none-any.whl"]
+    assert (cache / "demo-1.0-py3-none-any.whl").read_bytes() == \
+        (house / "demo-1.0-py3-none-any.whl").read_bytes()
