@@ -43,7 +43,8 @@ def test_readme_opens_with_exactly_two_commands() -> None:
     ci = (REPO / ".ci" / "run").read_text()
     assert 'pytest "${pytest_args[@]}"' in ci  # a selection when one is given ...
     # ... else all, gated, in two workers
-    assert '"$py" -m pytest --cov --durations=25 -n 2 --dist loadfile || suite_rc=$?\n' in ci
+    assert ('"$py" -m pytest --cov --durations=25 -n 2 --dist loadfile --no-loadscope-reorder'
+            ' \\\n        || suite_rc=$?\n') in ci
     assert "`python -m pytest --cov`" in text  # and the README says so
     assert '`VENV/bin/python -m pytest -m "not integration"`' in text  # the fast tier
 

@@ -2,10 +2,12 @@
 
 ``.ci/run`` runs the suite in two pytest-xdist workers with ``--dist loadfile``: each file runs
 whole in one worker (its module fixtures, such as the four stack locks or the Ansible fleet,
-are built once), and the workers take files in collection order. A file of minutes taken last
-leaves the other worker idle at the end, so the files that take minutes go first, longest first
-(``LONGEST_FIRST``, from the per-file totals this plugin prints); the rest keep pytest's order
-and fill in around them. The order is only a schedule: every file passes in any order.
+are built once), and with ``--no-loadscope-reorder`` the workers take files in collection order
+(xdist's own order is by number of tests, which says nothing of their time). A file of minutes
+taken last leaves the other worker idle at the end, so the files that take minutes go first,
+longest first (``LONGEST_FIRST``, from the per-file totals this plugin prints); the rest keep
+pytest's order and fill in around them. The order is only a schedule: every file passes in any
+order.
 
 With ``--durations``, the run also lists its slowest files (setup, call and teardown of their
 tests, summed: the time a worker spent on them), which is how ``LONGEST_FIRST`` is kept true.
@@ -17,23 +19,27 @@ from collections import defaultdict
 
 import pytest
 
-# Longest first, as a cold run on two cores measured them (see the module docstring). The
-# real-server files come after the two longest: their first test waits for the background
-# prebuild of the server's venv (tests/kit/prebuild.py), which is done by then.
+# Longest first: the per-file totals of a cold run of the whole suite in two workers (1b4da77,
+# 2026-12-02, seconds of one worker: resolvers 661, fleet_ansible 488, serve_realserver 231,
+# sampler_behaviour 172, stop_realserver 159, logs_realserver 120, plugin_realserver 113,
+# install_sh 112, readme 110, serve_container 107, catalog 106, smoke_realvllm 102). The
+# real-server files start after the two longest, by when the background prebuild of the
+# server's venv (tests/kit/prebuild.py, 217 s of that run) is done.
 LONGEST_FIRST = (
     "tests/test_resolvers.py",
     "tests/test_fleet_ansible.py",
-    "tests/test_readme.py",
-    "tests/test_plugin_realvllm.py",
     "tests/test_serve_realserver.py",
-    "tests/test_serve_container.py",
+    "tests/test_sampler_behaviour.py",
     "tests/test_stop_realserver.py",
     "tests/test_logs_realserver.py",
-    "tests/test_smoke_realvllm.py",
     "tests/test_plugin_realserver.py",
-    "tests/test_launch_realvllm.py",
+    "tests/test_install_sh.py",
+    "tests/test_readme.py",
+    "tests/test_serve_container.py",
+    "tests/test_catalog.py",
+    "tests/test_smoke_realvllm.py",
 )
-SHOWN = 12  # files in the summary
+SHOWN = 20  # files in the summary
 
 _RANK = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
 _spent: defaultdict[str, float] = defaultdict(float)

@@ -1,0 +1,40 @@
+"""The suite's schedule (tests/kit/schedule.py): the files of minutes run first, whole and in
+their own order, and each one the schedule names exists (a renamed file would silently drop
+back to pytest's order)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.kit import REPO
+from tests.kit.schedule import LONGEST_FIRST
+
+
+def _collected(*files: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", *files], cwd=REPO, capture_output=True,
+                          text=True, check=True, timeout=120)
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_every_file_the_schedule_names_is_a_test_file_of_the_suite() -> None:
+    missing = [path for path in LONGEST_FIRST if not (REPO / path).is_file()]
+    assert not missing
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+
+
+@pytest.mark.integration  # two real pytest collections: seconds
+def test_a_long_file_is_collected_before_the_others_whole_and_in_its_own_order() -> None:
+    """Real pytest, through conftest's plugin: tests/test_words.py comes first alphabetically
+    and on the command line, the long ones still run first, in the schedule's order."""
+    longest, second = LONGEST_FIRST[0], LONGEST_FIRST[1]
+    ids = _collected("tests/test_words.py", second, longest)
+    files = [nodeid.split("::")[0] for nodeid in ids]
+    first_short = files.index("tests/test_words.py")
+    assert set(files[:first_short]) == {longest, second}
+    assert files[:first_short] == sorted(files[:first_short],
+                                         key=LONGEST_FIRST.index)  # whole, longest first
+    assert ids[:files.count(longest)] == _collected(longest)  # in its own order
