@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.kit import isolate, properties
+from tests.kit import cachefill, isolate, properties
 
 # The property suites explore new inputs on every local run; in CI (CI=true) they replay a fixed
 # sequence without wall-clock deadlines (tests/kit/properties.py). A failure found locally
@@ -27,3 +28,11 @@ def site(tmp_path: Path) -> Path:
     folder = tmp_path / "site-packages"
     folder.mkdir()
     return folder
+
+
+@pytest.fixture
+def builds_the_checkout() -> Iterator[None]:
+    """For a test that builds the checkout (pip, install.sh, bundle): one such build at a time
+    across the suite's processes (tests/kit/cachefill.building_the_checkout says why)."""
+    with cachefill.building_the_checkout():
+        yield

@@ -16,6 +16,9 @@ from packaging.utils import parse_wheel_filename
 
 from tests.kit import REPO, run_cli, wheels
 
+# each test builds the checkout, or packs the copy installed from it
+pytestmark = pytest.mark.usefixtures("builds_the_checkout")
+
 AARCH64 = ["manylinux2014_aarch64", "manylinux_2_17_aarch64", "linux_aarch64"]
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from ascendpatch import __version__
-from tests.kit import REPO, browser, tree_digest, wheels
+from tests.kit import REPO, browser, cachefill, tree_digest, wheels
 from tests.kit.sshnode import SshNode, ssh_node
 
 pytestmark = pytest.mark.integration
@@ -180,8 +180,9 @@ def _fleet(root: Path, stack: contextlib.ExitStack) -> Iterator[Fleet]:
     env.pop("ASCENDPATCH_PYTHON", None)
     env["ANSIBLE_COLLECTIONS_PATH"] = str(_collection(root, env))
     wheelhouse = root / "wheelhouse"  # what 'ascendpatch bundle' makes on the controller
-    subprocess.run([BIN / "ascendpatch", "bundle", wheelhouse], env=env, check=True,
-                   capture_output=True, timeout=600)
+    with cachefill.building_the_checkout():  # bundle builds ascendpatch's wheel from it
+        subprocess.run([BIN / "ascendpatch", "bundle", wheelhouse], env=env, check=True,
+                       capture_output=True, timeout=600)
     _sandbox(root / "build" / "a", "0.18.0", env)
     for host in HOSTS[:3]:
         root.joinpath(host).mkdir()

@@ -11,7 +11,7 @@ import pytest
 
 from tests.kit import REPO, tree_digest, wheels
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("builds_the_checkout")]
 
 
 def _run(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

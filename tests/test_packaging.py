@@ -12,6 +12,9 @@ import pytest
 
 from tests.kit import REPO
 
+# each test builds the checkout, or packs the copy installed from it
+pytestmark = pytest.mark.usefixtures("builds_the_checkout")
+
 MACHINE_ENV = dict(os.environ)  # the machine's pip configuration (conftest isolates pip later)
 
 
