@@ -1,9 +1,10 @@
 """The test cache is filled once, whole, when several test processes ask at the same moment
 (tests/kit/cachefill.py: the suite runs in two pytest-xdist workers beside the 3.10 tier).
 
-Each test starts real processes that call the kit at once (not threads: the lock is
-``flock``, per open file), and checks what a reader can see: one build, never a partial folder
-or file, and nothing trusted left by a build that died.
+The tests of two callers start real processes released together once both are ready (not
+threads: the lock is ``flock``, per open file) and check what they end with: one build, the
+same whole files; a build that dies leaves nothing a later one trusts; and a fill inside a
+fill of the same folder is an error, not a hang.
 """
 
 from __future__ import annotations
@@ -11,19 +12,22 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.kit import REPO, build_wheel, cachefill
 
-# Two processes wait on a barrier file, then ask for the same folder; the build writes a
-# marker per build and is slow enough that the second one asks while the first builds.
+# Two processes, each ready once its imports are done (a file of its own), wait on a barrier
+# file, then ask for the same folder; the build writes a marker per build and is slow enough
+# that the second one asks while the first builds.
 ASK = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from tests.kit import cachefill
-    folder, go = Path(sys.argv[1]), Path(sys.argv[2])
+    folder, go, ready = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    ready.touch()
     while not go.exists():
         time.sleep(0.01)
     def build(partial):
@@ -36,15 +40,22 @@ ASK = textwrap.dedent("""
 """)
 
 
-def _asking(code: str, *args: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=REPO,
-                            stdout=subprocess.PIPE, text=True)
+def _together(code: str, *args: Path) -> list[subprocess.Popen[str]]:
+    """Two processes running ``code`` with ``args``, released at once when both are ready."""
+    go = args[1]
+    ready = [go.with_name(f"ready-{n}") for n in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", code, *map(str, args), str(flag)],
+                              cwd=REPO, stdout=subprocess.PIPE, text=True) for flag in ready]
+    deadline = time.monotonic() + 60
+    while not all(flag.exists() for flag in ready) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()
+    return procs
 
 
 def test_two_processes_asking_for_one_folder_build_it_once(tmp_path: Path) -> None:
     folder, go = tmp_path / "cache" / "kit", tmp_path / "go"
-    procs = [_asking(ASK, folder, go) for _ in range(2)]
-    go.touch()
+    procs = _together(ASK, folder, go)
     outs = [proc.communicate(timeout=60)[0].strip() for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0]
     assert outs == [str(folder / "done")] * 2
@@ -89,13 +100,13 @@ def test_two_processes_downloading_one_wheel_both_get_it_whole_with_its_dependen
         import sys, time
         from pathlib import Path
         from tests.kit import cachefill
-        cache, go = Path(sys.argv[1]), Path(sys.argv[2])
+        cache, go, ready = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+        ready.touch()
         while not go.exists():
             time.sleep(0.01)
         print(*cachefill.downloaded(cache, "demo-1.0-*.whl", "demo==1.0", deps=True))
     """)
-    procs = [_asking(code, cache, go) for _ in range(2)]
-    go.touch()
+    procs = _together(code, cache, go)
     outs = [proc.communicate(timeout=120)[0].strip() for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0]
     assert outs == [str(cache / "demo-1.0-py3-none-any.whl")] * 2
@@ -103,3 +114,14 @@ def test_two_processes_downloading_one_wheel_both_get_it_whole_with_its_dependen
         ".lock", "demo-1.0-py3-none-any.whl", "demo_dep-1.0-py3-none-any.whl"]
     assert (cache / "demo-1.0-py3-none-any.whl").read_bytes() == \
         (house / "demo-1.0-py3-none-any.whl").read_bytes()
+
+
+def test_a_fill_inside_a_fill_of_the_same_folder_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    folder = tmp_path / "cache" / "kit"
+
+    def nested(partial: Path) -> None:
+        cachefill.complete(tmp_path / "cache" / "other", lambda inner: inner.mkdir())
+
+    with pytest.raises(RuntimeError, match="already locked by this process"):
+        cachefill.complete(folder, nested)
+    assert not folder.exists()

@@ -4,6 +4,7 @@ back to pytest's order)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -13,11 +14,15 @@ from tests.kit import REPO
 from tests.kit.schedule import LONGEST_FIRST
 
 
-def _collected(*files: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                           "-p", "no:cacheprovider", *files], cwd=REPO, capture_output=True,
-                          text=True, check=True, timeout=120)
-    return [line for line in done.stdout.splitlines() if "::" in line]
+def _pytest(*args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                          cwd=REPO, capture_output=True, text=True, check=True,
+                          timeout=120).stdout
+
+
+def _collected(*args: str) -> list[str]:
+    return [line for line in _pytest("--collect-only", "-q", *args).splitlines()
+            if "::" in line]
 
 
 def test_every_file_the_schedule_names_is_a_test_file_of_the_suite() -> None:
@@ -37,4 +42,11 @@ def test_a_long_file_is_collected_before_the_others_whole_and_in_its_own_order()
     assert set(files[:first_short]) == {longest, second}
     assert files[:first_short] == sorted(files[:first_short],
                                          key=LONGEST_FIRST.index)  # whole, longest first
-    assert ids[:files.count(longest)] == _collected(longest)  # in its own order
+    # in pytest's own order of that file: collected without the plugin
+    assert ids[:files.count(longest)] == _collected("-p", "no:tests.kit.schedule", longest)
+
+
+def test_durations_also_list_the_slowest_files_with_their_summed_time() -> None:
+    out = _pytest("-q", "--durations=1", "tests/test_words.py")
+    assert "slowest 1 files (setup + call + teardown)" in out
+    assert re.search(r"^ +\d+\.\ds tests/test_words\.py$", out, re.M), out

@@ -23,7 +23,7 @@ FIX = "fix: ascendpatch apply sampler-topk-topp-fallback"
 
 
 # First: a server of its own, stopped before the module's shared server starts (pytest keeps
-# a module fixture until the module ends; this machine runs one vLLM server at a time).
+# a module fixture until the module ends; this module runs one vLLM server at a time).
 def test_pit1_death_is_diagnosed_with_its_fix(tmp_path: Path) -> None:
     """89ee836 printed ``[FAIL] POST /v1/chat/completions: 500: {"error": ...`` and no fix."""
     with realserver.serve(tmp_path, pit1=True) as server:

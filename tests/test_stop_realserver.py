@@ -4,7 +4,8 @@ PID namespace (integration tier).
 A real server is four processes: the API server (``vllm serve``), the multiprocessing resource
 tracker it starts, ``VLLM::EngineCore`` and the engine's ``VLLM::Worker``. The scenarios run as
 PID 1 of a namespace that reaps what is left to it every 0.5 s (tests/kit/namespaces.py), with
-at most two servers alive at a time (each holds about 3.6 GB):
+at most two of its servers alive at a time (each holds about 3.6 GB; the other xdist worker may
+run one more):
 
 1. servers A and B; ``stop --port <B's port>`` stops B's whole tree, A keeps every process and
    still answers;

@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import http.client
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -147,8 +148,9 @@ def vllm() -> Path:
 def model() -> Path:
     """The tiny model's folder (config, safetensors, tokenizer with a chat template)."""
     folder = ROOT / f"model-{_key(RECIPE, venv().name, MODEL_SCRIPT)}"
-    return cachefill.complete(folder, lambda partial: _run([str(python()), "-c", MODEL_SCRIPT,
-                                                   str(partial)]))
+    interpreter = str(python())  # built (under the same lock) before the model's is taken
+    return cachefill.complete(folder, lambda partial: _run([interpreter, "-c", MODEL_SCRIPT,
+                                                           str(partial)]))
 
 
 def pit1_plugin() -> Path:
@@ -267,10 +269,24 @@ class Server:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
+    """A port of 127.0.0.1 that is free now, for a server that binds it a minute later: picked
+    at random below the kernel's ephemeral range (``ip_local_port_range``), where no outgoing
+    connection of another test process (pip, the other xdist worker's clients) can take it in
+    the meantime, as one from ``bind(0)`` could."""
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        for _ in range(200):
+            port = random.randrange(10000, low)
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket() as probe:  # no such range to stay below: any free port
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        found: int = probe.getsockname()[1]
+        return found
 
 
 def server_env(pit1: bool = False, extra: Mapping[str, str] | None = None) -> dict[str, str]:
