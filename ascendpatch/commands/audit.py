@@ -95,12 +95,12 @@ def run_on(target: Target, make_context: Callable[[], Context], *,
     """The audit of ``target``; ``make_context`` (the manifest) is called only when a file
     differs from its RECORD."""
     from ascendpatch.inspect.audit import audit
-    from ascendpatch.store.ledger import LedgerStore
+    from ascendpatch.store.reading import read_session
 
     base = _load_baseline(baseline) if baseline is not None else None
     # a live apply finishes first: a half-written state is never reported as drift (and an
     # interrupted one is refused, never rolled back: audit only reads)
-    with LedgerStore(target.root).session(lock_timeout, on_wait, shared=True):
+    with read_session(target.root, lock_timeout, on_wait):
         report = audit(target, lambda: expected_changes(make_context()), workers=workers)
     results = _lines(report)
     if base is not None:

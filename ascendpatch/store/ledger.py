@@ -37,11 +37,10 @@ from ascendpatch.store.backups import Backups
 from ascendpatch.store.journal import Change, Transaction, fault
 from ascendpatch.store.ledgerformat import Ledger, LedgerFile, load_ledger, now
 from ascendpatch.store.lock import target_lock
+from ascendpatch.store.reading import BACKUPS, JOURNAL, STATE_DIR, check_layout, read_session
 from ascendpatch.store.root import Roots
 
 __all__ = ["STATE_DIR", "Change", "Ledger", "LedgerFile", "LedgerStore", "now"]
-
-STATE_DIR = ".ascendpatch"
 
 
 class LedgerStore:
@@ -52,10 +51,10 @@ class LedgerStore:
         # from the state files may lie in one of these, nowhere else.
         self.extra_roots = tuple(extra_roots)
         self.roots = Roots(root, self.extra_roots, state=self.dir)
-        self.backups = Backups(self.dir / "backups", root, ledger=self.ledger_path)
+        self.backups = Backups(self.dir / BACKUPS, root, ledger=self.ledger_path)
         # The lambdas look the methods up on each call: a test may replace them on the store.
         self.transaction = Transaction(
-            self.dir / "journal.json", ledger=self.ledger_path, roots=self.roots,
+            self.dir / JOURNAL, ledger=self.ledger_path, roots=self.roots,
             backups=self.backups, load_ledger=lambda: self.load_ledger(),
             check_layout=lambda: self.check_layout(), temp_folders=(self.dir, self.backups.folder))
         # What this store committed (for the Ctrl-C message: "applied", not "rolled back").
@@ -81,13 +80,7 @@ class LedgerStore:
 
     def check_layout(self) -> None:
         """Refuse a state folder (or backups folder) that is a link or not a folder."""
-        for folder in (self.dir, self.backups.folder):
-            if folder.is_symlink():
-                raise RefusedError(f"{folder} is a symlink; ascendpatch does not follow it",
-                                   fix=f"remove the link ({folder}); nothing was changed")
-            if folder.exists() and not folder.is_dir():
-                raise StateError(f"{folder} is not a folder",
-                                 fix=f"move it aside (mv {folder} {folder}.bad) and run again")
+        check_layout(self.dir)
 
     def load_ledger(self) -> Ledger:
         self.check_layout()
@@ -108,14 +101,15 @@ class LedgerStore:
         (that rewrites target files): it refuses with :class:`RecoveryNeeded` while a journal
         is there, since the files are then half changed. Ctrl-C after a commit leaves as
         :class:`Interrupted`, naming what was committed."""
-        with target_lock(self.root, timeout, on_wait, shared=shared):
+        if shared:  # (a reader commits nothing, so Ctrl-C needs no words of its own)
+            with read_session(self.root, timeout, on_wait, self.refuse_interrupted):
+                yield
+            return
+        with target_lock(self.root, timeout, on_wait):
             self.check_layout()
-            if shared:
-                self.refuse_interrupted()
-            else:
-                recovered = self._recover_on_entry()
-                if recovered and notes is not None:
-                    notes.append(recovered)
+            recovered = self._recover_on_entry()
+            if recovered and notes is not None:
+                notes.append(recovered)
             try:
                 yield
             except KeyboardInterrupt as exc:

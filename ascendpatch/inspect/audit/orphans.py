@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _package_dirs(target: Target, dist: Distribution, rows: list[Row]) -> set[str]:
-    from ascendpatch.store.ledger import STATE_DIR
+    from ascendpatch.store.reading import STATE_DIR
 
     location = str(dist.location)
     if dist.location not in target.site_packages:
