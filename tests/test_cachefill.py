@@ -19,10 +19,9 @@ import pytest
 
 from tests.kit import REPO, build_wheel, cachefill
 
-# Two processes, each ready once its imports are done (a file of its own), wait on a barrier
-# file, then ask for the same folder; the build writes a marker per build and is slow enough
-# that the second one asks while the first builds.
-ASK = textwrap.dedent("""
+# What each of two processes runs first (_together): its imports, then "ready" (a file of its
+# own), then a wait on the barrier file; sys.argv[1] is the cache folder the code asks for.
+BARRIER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from tests.kit import cachefill
@@ -30,6 +29,10 @@ ASK = textwrap.dedent("""
     ready.touch()
     while not go.exists():
         time.sleep(0.01)
+""")
+# Both ask for the same folder; the build writes a marker per build and is slow enough that
+# the second one asks while the first builds.
+ASK = textwrap.dedent("""
     def build(partial):
         partial.mkdir()
         with open(folder.parent / "builds", "a") as log:
@@ -41,10 +44,11 @@ ASK = textwrap.dedent("""
 
 
 def _together(code: str, *args: Path) -> list[subprocess.Popen[str]]:
-    """Two processes running ``code`` with ``args``, released at once when both are ready."""
+    """Two processes running ``BARRIER`` then ``code`` with ``args``, released at once when
+    both are ready."""
     go = args[1]
     ready = [go.with_name(f"ready-{n}") for n in range(2)]
-    procs = [subprocess.Popen([sys.executable, "-c", code, *map(str, args), str(flag)],
+    procs = [subprocess.Popen([sys.executable, "-c", BARRIER + code, *map(str, args), str(flag)],
                               cwd=REPO, stdout=subprocess.PIPE, text=True) for flag in ready]
     deadline = time.monotonic() + 60
     while not all(flag.exists() for flag in ready) and time.monotonic() < deadline:
@@ -96,16 +100,7 @@ def test_two_processes_downloading_one_wheel_both_get_it_whole_with_its_dependen
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(house))
     cache, go = tmp_path / "cache", tmp_path / "go"
-    code = textwrap.dedent("""
-        import sys, time
-        from pathlib import Path
-        from tests.kit import cachefill
-        cache, go, ready = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-        ready.touch()
-        while not go.exists():
-            time.sleep(0.01)
-        print(*cachefill.downloaded(cache, "demo-1.0-*.whl", "demo==1.0", deps=True))
-    """)
+    code = 'print(*cachefill.downloaded(folder, "demo-1.0-*.whl", "demo==1.0", deps=True))\n'
     procs = _together(code, cache, go)
     outs = [proc.communicate(timeout=120)[0].strip() for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0]
