@@ -150,3 +150,12 @@ def write(path: Path, payload: bytes) -> None:
         return
     with contextlib.suppress(OSError):
         atomic.write_atomic(path, payload, mode=0o600)
+
+
+def remove(path: Path) -> None:
+    """Best effort: a cache file gone (an older format's, say), in a folder that passes the
+    check; a folder that fails it is left alone. (unlink never follows a link.)"""
+    if not usable(path.parent):
+        return
+    with contextlib.suppress(OSError):
+        path.unlink()

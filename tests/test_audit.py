@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from ascendpatch.inspect.audit import statfile
+from ascendpatch.inspect.audit.statcache import CACHE_NAME
 from tests.kit import make_dist, make_small_demo, past_racy_window, run_cli, write_small_manifest
 
 
@@ -136,16 +138,16 @@ def test_cache_lives_outside_the_target_one_per_target(env: dict[str, Path],
     before = tree(env["site"])
     audit(env)
     assert tree(env["site"]) == before
-    caches = sorted(Path(os.environ["ASCENDPATCH_CACHE"]).glob("audit/*/statcache.json"))
+    caches = sorted(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*/{CACHE_NAME}"))
     assert len(caches) == 1
-    doc = json.loads(caches[0].read_bytes())
-    assert doc["target"] == os.path.realpath(env["site"])
-    assert "other/util.py" in doc["files"]["keys"]
+    header, columns = statfile.load(caches[0].read_bytes())
+    assert header["target"] == os.path.realpath(env["site"])
+    assert "other/util.py" in columns.entries()
     second = tmp_path / "second" / "site-packages"
     second.mkdir(parents=True)
     make_dist(second, "solo", "1.0", {"solo/__init__.py": ""})
     assert run_cli("--site-packages", second, "--manifest", env["manifest"], "audit").code == 0
-    assert len(list(Path(os.environ["ASCENDPATCH_CACHE"]).glob("audit/*/statcache.json"))) == 2
+    assert len(list(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*/{CACHE_NAME}"))) == 2
 
 
 def test_repeat_audit_sees_a_change_a_snapshot_hashed_first(env: dict[str, Path],
@@ -414,14 +416,14 @@ def test_a_cached_summary_of_another_shape_is_ignored(env: dict[str, Path]) -> N
     (site / "other/util.py").write_text("y = 5\n")
     past_racy_window(site)  # (else the second audit hashes the racy files again)
     first = audit(env)
-    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob("audit/*/statcache.json"))
-    doc = json.loads(cache.read_bytes())
+    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*/{CACHE_NAME}"))
+    doc, columns = statfile.load(cache.read_bytes())
     assert doc["summary"]["differ"] == [["other/util.py", "..5", "other", "2.0"]]
     doc["summary"] = {"records": doc["summary"]["records"], "missing": 3}
-    cache.write_text(json.dumps(doc))
+    cache.write_bytes(statfile.dump(doc, columns.entries()))
     again = audit(env)
     assert again[:2] == first[:2] and again[2]["results"] == first[2]["results"]
-    rewritten = json.loads(cache.read_bytes())["summary"]  # a full audit ran and remembered
+    rewritten = statfile.load(cache.read_bytes())[0]["summary"]  # a full audit ran, remembered
     assert rewritten["differ"] == [["other/util.py", "..5", "other", "2.0"]]
 
 
@@ -450,3 +452,4 @@ def test_a_racy_entry_is_hashed_again_or_forgotten(tmp_path: Path) -> None:
     assert stat_and_hash(items[:1], later, workers=2).hashed == 1  # as a snapshot of one dist
     later.save()
     assert set(StatCache(tmp_path).entries) == {"a"}
+

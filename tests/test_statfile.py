@@ -1,6 +1,6 @@
-"""The stat cache's packed columns (inspect/audit/statfile.py, cache format 4): what is written
-reads back exactly, whatever the numbers a file system reports; anything else in the file is
-no cache at all (a full audit), never a crash nor a wrong answer."""
+"""The stat cache's file (inspect/audit/statfile.py, cache format 5): what is written reads back
+exactly, whatever the numbers and names a file system reports; anything else in the file is no
+cache at all (a full audit), never a crash nor a wrong answer."""
 
 from __future__ import annotations
 
@@ -17,17 +17,34 @@ from ascendpatch.inspect.audit import StatCache, stat_and_hash, statcache, statf
 
 signed = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 entries = st.dictionaries(
-    st.text(min_size=1, max_size=40),  # any str: lone surrogates too (undecodable names)
+    st.text(min_size=1, max_size=40),  # any str: NULs and lone surrogates too
     st.tuples(st.integers(0, 2**63 - 1), signed, st.integers(0, 2**64 - 1), signed,
               st.text(max_size=60)),
     max_size=30)
+HEADER = {"format": statfile.FORMAT, "target": "/site", "verified_ns": 7, "orphans": {},
+          "summary": {}}
+REFUSED = (ValueError, TypeError, KeyError)
+
+
+def _writable(key: str, entry: statfile.Entry) -> bool:
+    """The entries a cache file can hold, said again from the file's description: a path that
+    is a file system name and a digest in ASCII, neither with a NUL."""
+    try:
+        name = os.fsencode(key)
+    except UnicodeError:
+        return False
+    return b"\0" not in name and entry[4].isascii() and "\0" not in entry[4]
 
 
 @given(entries)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 def test_what_is_written_reads_back_exactly(files: dict[str, statfile.Entry]) -> None:
-    text = json.dumps(statfile.encode(files))  # through JSON, as the cache file is
-    assert statfile.decode(json.loads(text)) == files
+    header, columns = statfile.load(statfile.dump(HEADER, files))
+    kept = {key: entry for key, entry in files.items() if _writable(key, entry)}
+    assert columns.entries() == kept
+    assert len(columns) == len(kept)
+    assert list(columns.rows()) == [(os.fsencode(k), *e[:4]) for k, e in kept.items()]
+    assert {k: header[k] for k in HEADER} == HEADER
 
 
 def test_numbers_that_do_not_fit_are_left_out_not_wrapped() -> None:
@@ -36,60 +53,118 @@ def test_numbers_that_do_not_fit_are_left_out_not_wrapped() -> None:
     files: dict[str, statfile.Entry] = {
         "ok": (1, 2, 2**64 - 1, 4, "d"), "big": (2**63, 2, 3, 4, "d"),
         "ino": (1, 2, 2**64, 4, "d"), "neg": (1, 2, -1, 4, "d")}
-    assert statfile.decode(statfile.encode(files)) == {"ok": files["ok"]}
+    assert statfile.load(statfile.dump(HEADER, files))[1].entries() == {"ok": files["ok"]}
 
 
-GOOD = statfile.encode({"a": (1, 2, 3, 4, "sha256=x"), "b": (5, 6, 7, 8, "sha256=y")})
+def test_an_undecodable_name_keeps_its_bytes() -> None:
+    """A file name that is not UTF-8 (os.fsdecode's surrogates) is stat'ed by its own bytes."""
+    name = os.fsdecode(b"caf\xe9.py")
+    columns = statfile.load(statfile.dump(HEADER, {name: (1, 2, 3, 4, "sha256=x")}))[1]
+    assert next(iter(columns.rows()))[0] == b"caf\xe9.py"
+    assert list(columns.entries()) == [name]
 
 
-@pytest.mark.parametrize("doc", [
-    [], "x", None, {},
-    {**GOOD, "keys": "a"},
-    {**GOOD, "keys": ["a"]},  # columns of other lengths
-    {**GOOD, "digests": ["sha256=x", 3]},
-    {**GOOD, "keys": ["a", None]},
-    {**GOOD, "stats": GOOD["stats"][:-4]},  # a cut column
-    {**GOOD, "stats": "!!not base64!!"},
-    {**GOOD, "inodes": 12},
-    {k: v for k, v in GOOD.items() if k != "inodes"},
+GOOD = statfile.dump(HEADER, {"a": (1, 2, 3, 4, "sha256=x"), "b": (5, 6, 7, 8, "sha256=y")})
+HEAD_END = GOOD.index(b"\n", len(statfile.MAGIC))
+GOOD_HEAD = json.loads(GOOD[len(statfile.MAGIC):HEAD_END])
+BODY = GOOD[HEAD_END + 1:]
+
+
+def _with(**changes: Any) -> bytes:
+    line = json.dumps({**GOOD_HEAD, **changes}).encode()
+    return statfile.MAGIC + line + b"\n" + BODY
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"x", b'{"format": 4}', GOOD[:len(statfile.MAGIC) + 3],  # no header line
+    GOOD.replace(b"stat cache 5", b"stat cache 6"),
+    statfile.MAGIC + b"[]\n" + BODY, statfile.MAGIC + b"nope\n" + BODY,
+    statfile.MAGIC + b"[" * 100_000 + b"\n",  # nested too deep for the parser
+    GOOD[:-1], GOOD + b"\0",  # a cut file, one with more than its sections
+    _with(count=3), _with(count=1), _with(count=-2), _with(count="2"), _with(count=True),
+    _with(count=10**30),
+    _with(keys=GOOD_HEAD["keys"] + 1),  # sizes that do not add up
+    _with(keys=None), {k: v for k, v in GOOD_HEAD.items() if k != "digests"},
+    GOOD.replace(b"sha256=x", b"sha256=\xe9"),  # a digest that is not ASCII
+    GOOD.replace(b"a\0b", b"a/b"),  # two keys run together
 ])
-def test_a_column_of_another_shape_is_refused(doc: Any) -> None:
-    with pytest.raises((ValueError, TypeError, KeyError)):
-        statfile.decode(doc)
+def test_a_file_of_another_shape_is_refused(data: bytes | dict[str, Any]) -> None:
+    if isinstance(data, dict):
+        data = statfile.MAGIC + json.dumps(data).encode() + b"\n" + BODY
+    with pytest.raises(REFUSED):
+        statfile.load(data)
 
 
-@pytest.mark.parametrize("files", [
-    {"keys": ["a"], "digests": ["x"], "stats": "AAAA", "inodes": "AAAA"},  # partial items
-    {"a": [1, 2, 3, 4, "x"]},  # format 3's shape under format 4's number
-    [1, 2, 3],
-])
-def test_a_cache_file_of_another_shape_means_a_full_audit(tmp_path: Path, files: Any,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+@given(st.binary(max_size=200), st.integers(0, len(GOOD)))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes_are_refused_or_read_never_a_crash(junk: bytes, at: int) -> None:
+    """Whatever the file holds (any bytes spliced into a good one, or after the first line),
+    load refuses it with one of its three errors or gives columns that make entries."""
+    for data in (GOOD[:at] + junk + GOOD[at:], statfile.MAGIC + junk):
+        try:
+            _header, columns = statfile.load(data)
+        except REFUSED:
+            continue
+        assert len(columns.entries()) == len(columns)
+
+
+def _cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) \
+        -> tuple[StatCache, list[tuple[str, str, int | None]]]:
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
     target = tmp_path / "site"
     target.mkdir()
     (target / "a").write_text("a\n")
-    items = [("a", str(target / "a"), 2)]
+    items: list[tuple[str, str, int | None]] = [("a", str(target / "a"), 2)]
     first = StatCache(target)
     assert stat_and_hash(items, first, workers=1).hashed == 1
     first.save()
-    doc = json.loads(first.path.read_bytes())
-    assert doc["format"] == statcache.CACHE_FORMAT == 4
-    doc["files"] = files
-    first.path.write_text(json.dumps(doc))
-    broken = StatCache(target)
-    assert broken.entries == {} and broken.summary is None
+    return first, items
+
+
+@pytest.mark.parametrize("data", [
+    GOOD[:-8],  # cut
+    GOOD.replace(b'"target":"/site"', b'"target":"/elsewhere"'),  # another target's
+    b'{"format":4,"files":{"a":[1,2,3,4,"x"]}}',  # format 4's JSON under format 5's name
+    statfile.MAGIC + b'{"format":5,"target":"/site","count":0,"keys":0,"digests":0,'
+                     b'"orphans":[1],"summary":7}\n',
+])
+def test_a_cache_file_of_another_shape_means_a_full_audit(
+        tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, items = _cached(tmp_path, monkeypatch)
+    first.path.write_bytes(data.replace(b'"/site"', json.dumps(first.root).encode()))
+    broken = StatCache(tmp_path / "site")
+    assert broken.entries == {} and len(broken) == 0
     assert stat_and_hash(items, broken, workers=1).hashed == 1  # hashed again, no crash
 
 
-def test_a_format_3_cache_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cache written before format 4 costs one full audit (which rewrites it), nothing else."""
+def test_the_file_is_format_5_and_what_the_audit_saved(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    first, _items = _cached(tmp_path, monkeypatch)
+    header, columns = statfile.load(first.path.read_bytes())
+    assert header["format"] == statcache.CACHE_FORMAT == 5
+    assert header["target"] == os.path.realpath(tmp_path / "site")
+    assert columns.entries() == first.entries
+    again = StatCache(tmp_path / "site")
+    assert list(again.rows()) == [(b"a", *first.entries["a"][:4])]  # walked as loaded
+    assert again.entries == first.entries
+
+
+def test_a_format_4_cache_is_not_read_and_the_next_save_removes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache written before format 5 costs one full audit, which writes the new file and
+    removes the old one (it is never read again)."""
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
     target = tmp_path / "site"
     target.mkdir()
+    (target / "a").write_text("a\n")
     path = statcache.cache_path(target)
     path.parent.mkdir(parents=True, mode=0o700)
     path.parent.parent.chmod(0o700)
-    path.write_text(json.dumps({"format": 3, "target": os.path.realpath(target),
-                                "files": {"a": [1, 2, 3, 4, "sha256=x"]}}))
-    assert StatCache(target).entries == {}
+    old = path.with_name("statcache.json")
+    old.write_text(json.dumps({"format": 4, "target": os.path.realpath(target), "files": {
+        "keys": ["a"], "digests": ["sha256=x"], "stats": "", "inodes": ""}}))
+    cache = StatCache(target)
+    assert cache.entries == {}
+    assert stat_and_hash([("a", str(target / "a"), 2)], cache, workers=1).hashed == 1
+    cache.save()
+    assert not old.exists() and path.exists()

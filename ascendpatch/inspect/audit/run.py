@@ -151,7 +151,7 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
 
     This is git status's trick: one lstat per tracked file against the index."""
     summary = cache.summary
-    if summary is None or summary.records != records_key or not cache.entries:
+    if summary is None or summary.records != records_key or not len(cache):
         return None
     clock = time.perf_counter
     begin = clock()
@@ -159,7 +159,7 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
     hashed = _unchanged(cache, summary, root, workers)
     if hashed is None:
         return None
-    report = AuditReport(files_checked=len(cache.entries), files_hashed=hashed)
+    report = AuditReport(files_checked=len(cache), files_hashed=hashed)
     report.timings.stat = clock() - begin
     begin = clock()
     for folder in summary.orphan_folders:
@@ -198,18 +198,19 @@ def _unchanged(cache: StatCache, summary: Summary, root: str, workers: int) -> i
 
 def _stat_walk(cache: StatCache, root: str) -> list[tuple[str, str, int]] | None:
     """One stat per cached file (keys relative to the target's folder, through a descriptor
-    of it: the kernel walks only the key's own components, 10 % of the walk); the racy files
-    to hash again, or None at the first file whose stat differs."""
-    stat, vouches, edge = os.stat, cache.vouches, cache.edge
+    of it: the kernel walks only the key's own components, 10 % of the walk; keys as the
+    cache file holds them, bytes, which os.stat takes without encoding them again); the racy
+    files to hash again, or None at the first file whose stat differs."""
+    stat, vouches, edge, decode = os.stat, cache.vouches, cache.edge, os.fsdecode
     racy: list[tuple[str, str, int]] = []
     folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_PATH", 0))
     try:  # (an absolute key, a file outside the folder, is stat'ed as it is: fstatat)
-        for key, (size, mtime, ino, ctime, _digest) in cache.entries.items():
-            st = stat(key, dir_fd=folder)
+        for path, size, mtime, ino, ctime in cache.rows():
+            st = stat(path, dir_fd=folder)
             if st.st_mtime_ns != mtime or st.st_size != size or st.st_ino != ino \
                     or st.st_ctime_ns != ctime:
                 return None
-            if (mtime > edge or ctime > edge) and not vouches(key, st):
+            if (mtime > edge or ctime > edge) and not vouches(key := decode(path), st):
                 racy.append((key, key if key.startswith("/") else root + key, size))
     finally:
         os.close(folder)

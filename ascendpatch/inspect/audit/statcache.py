@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -33,10 +32,12 @@ from ascendpatch.inspect.audit.hashpool import GONE, Done, Hasher
 from ascendpatch.inspect.audit.report import Timings
 from ascendpatch.inspect.audit.statfile import Entry
 
-CACHE_NAME = "statcache.json"
+CACHE_NAME = "statcache.v5"
 # 3: kept outside the target, keyed by the target's folder; 4: the files' entries packed in
-# columns (statfile.py). A cache of another format is not read: the next audit is a full one.
-CACHE_FORMAT = 4
+# columns inside JSON (statcache.json); 5: a binary file (statfile.py). A cache of another
+# format is not read: the next audit is a full one (and its save removes the old file).
+CACHE_FORMAT = statfile.FORMAT
+_OLD_NAMES = ("statcache.json",)
 SECOND_NS = 10**9
 # How much older than the audit's start a stat must be to prove its file unchanged. Whole
 # seconds (the file system keeps no more; FAT keeps even ones): 2 s and the clock's tick.
@@ -141,23 +142,51 @@ class StatCache:
         self.started_ns = time.time_ns()  # before any file of this audit is stat'ed
         self.root = os.path.realpath(root)
         self.path = cache_path(root)
-        self.entries: dict[str, Entry] = {}
+        # the entries as loaded, until something looks a file up (then the dict below)
+        self._columns: statfile.Columns | None = None
+        self._entries: dict[str, Entry] | None = {}
         self.orphans: dict[str, FolderWalk] = {}  # package folder -> its last walk
         self.summary: Summary | None = None  # the last full audit's outcome, see run._repeat
         self.verified_ns = 0
         self.fresh: set[str] = set()  # keys hashed (or re-hashed) since this cache was loaded
         self.dirty = False
-        try:
-            doc = json.loads(cachedir.read(self.path) or b"{}")
-            if doc.get("format") == CACHE_FORMAT and doc.get("target") == self.root:
-                self.entries = statfile.decode(doc["files"])
-                self.orphans = _walks(doc.get("orphans", {}))
-                self.summary = Summary.from_json(doc.get("summary"))
-                self.verified_ns = int(doc.get("verified_ns", 0))  # none: nothing verified
-        except (OSError, ValueError, KeyError, AttributeError, TypeError):
-            self.entries, self.orphans, self.summary = {}, {}, None
+        data = cachedir.read(self.path)
+        if data:
+            self._load(data)
         # A stat with mtime and ctime at or below this is never racy (the fast test).
         self.edge = self.verified_ns - COARSE_RACY_NS
+
+    def _load(self, data: bytes) -> None:
+        try:
+            header, columns = statfile.load(data)
+            if header.get("format") != CACHE_FORMAT or header.get("target") != self.root:
+                return
+            orphans = _walks(header.get("orphans", {}))
+            summary = Summary.from_json(header.get("summary"))
+            verified = int(header.get("verified_ns", 0))  # none: nothing verified
+        except (ValueError, KeyError, AttributeError, TypeError):
+            return  # no cache: a full audit
+        self._columns, self._entries = columns, None
+        self.orphans, self.summary, self.verified_ns = orphans, summary, verified
+
+    @property
+    def entries(self) -> dict[str, Entry]:
+        """path -> (size, mtime_ns, inode, ctime_ns, digest); built from the loaded columns on
+        first use (a repeat audit walks :meth:`rows` and never needs it)."""
+        if self._entries is None:
+            self._entries = self._columns.entries() if self._columns is not None else {}
+            self._columns = None
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self._columns) if self._columns is not None else len(self.entries)
+
+    def rows(self) -> Iterable[statfile.Row]:
+        """(path as bytes, size, mtime_ns, inode, ctime_ns) of every entry."""
+        if self._columns is not None:
+            return self._columns.rows()
+        return ((os.fsencode(key), size, mtime, ino, ctime)
+                for key, (size, mtime, ino, ctime, _digest) in self.entries.items())
 
     def vouches(self, rel: str, st: os.stat_result) -> bool:
         """Whether the entry of ``rel``, whose stat is ``st`` (the caller compared them), proves
@@ -189,13 +218,12 @@ class StatCache:
         if not self.dirty:
             return
         self._forget_unverified()
-        data = json.dumps({"format": CACHE_FORMAT, "target": self.root,
-                           "files": statfile.encode(self.entries),
-                           "verified_ns": self.started_ns,
-                           "orphans": {f: w.to_json() for f, w in self.orphans.items()},
-                           "summary": self.summary.to_json() if self.summary else {}},
-                          separators=(",", ":")).encode()
-        cachedir.write(self.path, data)
+        header = {"format": CACHE_FORMAT, "target": self.root, "verified_ns": self.started_ns,
+                  "orphans": {f: w.to_json() for f, w in self.orphans.items()},
+                  "summary": self.summary.to_json() if self.summary else {}}
+        cachedir.write(self.path, statfile.dump(header, self.entries))
+        for old in _OLD_NAMES:  # an older format's file beside it is never read again
+            cachedir.remove(self.path.with_name(old))
         self.dirty = False
 
     def _forget_unverified(self) -> None:
@@ -255,7 +283,7 @@ def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache
     clock = time.perf_counter
     start = clock()
     hasher = Hasher(workers)
-    if cache.entries:
+    if len(cache):
         _stat_pass(items, cache, hasher, out)
     else:
         for key, path, size in sorted(items, key=lambda item: -(item[2] or 0)):
