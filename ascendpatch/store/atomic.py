@@ -138,13 +138,14 @@ def open_dir(folder: Path, root: Path | None = None, *, create: bool = False,
 
 def write_atomic(path: Path, data: bytes, mode: int | None = None, *,
                  root: Path | None = None, owner: tuple[int, int] | None = None,
-                 unlinked: bool = False) -> None:
+                 unlinked: bool = False, durable: bool = True) -> None:
     with _named(path.parent):
-        _write_atomic(path, data, mode, root, owner, unlinked)
+        _write_atomic(path, data, mode, root, owner, unlinked, durable)
 
 
 def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
-                  owner: tuple[int, int] | None, unlinked: bool = False) -> None:
+                  owner: tuple[int, int] | None, unlinked: bool = False,
+                  durable: bool = True) -> None:
     """Replace ``path`` with ``data``; readers see the old or the new file, never a mix.
 
     The temp file is created ``O_EXCL | O_NOFOLLOW`` under an unpredictable name in the
@@ -153,7 +154,9 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
     is reached without following links (see :func:`open_dir`). ``owner``: (uid, gid) the file
     gets before its mode (a backup keeps its original's). ``unlinked``: the folder is reached
     from ``/`` through no link at all, so a folder on the way that another uid controls cannot
-    be swapped for a link between a caller's check and this write."""
+    be swapped for a link between a caller's check and this write. ``durable=False``: still
+    atomic, but neither the file nor its folder is fsynced (a cache, whose reader takes a file
+    cut by a crash for no cache: ascendpatch's cache files, cachedir.write)."""
     dfd = open_dir(path.parent, root, unlinked=unlinked)
     try:
         if mode is None:
@@ -162,7 +165,8 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
             except FileNotFoundError:
                 mode = 0o644
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        with _replacing(dfd, path, lambda tmp: os.open(tmp, flags, 0o600, dir_fd=dfd)) as fd:
+        with _replacing(dfd, path, lambda tmp: os.open(tmp, flags, 0o600, dir_fd=dfd),
+                        sync=durable) as fd:
             try:
                 view = memoryview(data)
                 while view:
@@ -171,7 +175,7 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
                 if owner is not None:
                     os.fchown(fd, *owner)
                 os.fchmod(fd, mode)
-                if _pending is None:
+                if _pending is None and durable:
                     os.fsync(fd)
             finally:
                 os.close(fd)
@@ -180,14 +184,14 @@ def _write_atomic(path: Path, data: bytes, mode: int | None, root: Path | None,
 
 
 @contextlib.contextmanager
-def _replacing(dfd: int, path: Path, create: Callable[[str], _T], *, link: bool = False) \
-        -> Iterator[_T]:
+def _replacing(dfd: int, path: Path, create: Callable[[str], _T], *, link: bool = False,
+               sync: bool = True) -> Iterator[_T]:
     """A temp entry beside ``name`` in the folder ``dfd``, under an unpredictable name, made by
     ``create(temp name)``, which must fail with FileExistsError when the name is taken (and so
     never follow or reuse what is there); the with-body finishes it; then it replaces ``name``
     (os.replace) and the folder is fsynced. When anything fails the temp entry is removed: a
     failure (a full disk) leaves no debris. ``link``: the entry is a symlink (no data of its
-    own to sync)."""
+    own to sync). ``sync=False``: the folder is not fsynced."""
     name = path.name
     while True:
         tmp = temp_name()
@@ -203,7 +207,8 @@ def _replacing(dfd: int, path: Path, create: Callable[[str], _T], *, link: bool 
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dfd)
         raise
-    _synced(dfd, path.parent, None if link else name)
+    if sync:
+        _synced(dfd, path.parent, None if link else name)
 
 
 def remove(path: Path, *, root: Path | None = None) -> None:
