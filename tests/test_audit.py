@@ -453,3 +453,41 @@ def test_a_racy_entry_is_hashed_again_or_forgotten(tmp_path: Path) -> None:
     later.save()
     assert set(StatCache(tmp_path).entries) == {"a"}
 
+
+def test_a_cold_audit_starts_its_largest_file_before_reading_the_other_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The biggest RECORD is read first and its largest file handed to the hash pool at once;
+    the other RECORDs are read while it hashes. That file is hashed once, and what the audit
+    says of it (here: changed) is as it was."""
+    from ascendpatch.env import target as target_module
+    from ascendpatch.hashing import CHUNK
+    from ascendpatch.inspect.audit import hashpool
+    from ascendpatch.inspect.audit import run as audit_run
+
+    site = tmp_path / "site"
+    many = {f"wide/m{i}.py": f"m = {i}\n" for i in range(40)}
+    make_dist(site, "wide", "1.0", {**many, "wide/lib.so": os.urandom(2 * CHUNK)})
+    make_dist(site, "narrow", "1.0", {"narrow/__init__.py": "", "narrow/x.bin": b"x" * CHUNK})
+    manifest = write_small_manifest(tmp_path)
+    big = site / "wide/lib.so"
+    big.write_bytes(os.urandom(2 * CHUNK))  # changed since RECORD
+    events: list[str] = []
+    read, add = target_module.read_record, hashpool.Hasher.add
+
+    def reading(folder: Path | str) -> Any:
+        events.append(f"read {Path(folder).name}")
+        return read(folder)
+
+    def adding(self: hashpool.Hasher, key: str, path: str, size: int) -> None:
+        events.append(f"hash {key}")
+        add(self, key, path, size)
+
+    monkeypatch.setattr(audit_run, "read_record", reading)
+    monkeypatch.setattr(hashpool.Hasher, "add", adding)
+    doc = run_cli("--site-packages", site, "--manifest", manifest, "--json", "audit").json
+    assert events[:2] == ["read wide-1.0.dist-info", "hash wide/lib.so"]
+    assert "read narrow-1.0.dist-info" in events[2:]
+    assert events.count("hash wide/lib.so") == 1
+    assert doc["files_hashed"] == doc["files_checked"]  # (each once, none missing)
+    assert [(r["data"]["code"], r["data"]["path"]) for r in doc["results"]
+            if r["level"] == "FAIL"] == [("..5", "wide/lib.so")]
