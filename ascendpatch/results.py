@@ -49,7 +49,7 @@ class Hint:
     """A command line to suggest, without the program name: ``Hint(("apply", aid))``.
 
     Only the renderer words it: as ``ascendpatch apply ID`` plus the options that pointed this
-    run at its target and manifest (``commands.context.REACH`` says which commands take the
+    run at its target and manifest (``shell.cliargs.REACH`` says which commands take the
     target options). Elements are shown joined by spaces, so a placeholder such as
     ``"<serve log>"`` is one element."""
 

@@ -185,8 +185,7 @@ def test_json_names_the_commands_a_fix_suggests_as_argv_lists() -> None:
 
 
 def test_every_command_in_the_reach_table_exists() -> None:
-    from ascendpatch.commands.context import REACH
-    from ascendpatch.shell.cliargs import COMMANDS
+    from ascendpatch.shell.cliargs import COMMANDS, REACH
 
     assert set(REACH) <= {command.name for command in COMMANDS}
 

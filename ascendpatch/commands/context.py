@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 from argparse import Namespace
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,6 +15,7 @@ from ascendpatch import redact
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.paths import shown
 from ascendpatch.results import Hint, Phrase
+from ascendpatch.shell.cliargs import Reach, reach
 
 if TYPE_CHECKING:  # at run time only where used: `audit` must not pay for yaml and the schema
     from ascendpatch.config import Config
@@ -87,26 +87,6 @@ def writing(ctx: Context, *, dry_run: bool) -> contextlib.AbstractContextManager
     """The lock of a writing command (apply, revert): exclusive, recovering first; a dry run
     writes nothing, so it reads as the read-only commands do (:func:`shared`)."""
     return shared(ctx) if dry_run else locked(ctx)
-
-
-class Reach(enum.Enum):
-    """How far a command reaches into the target."""
-
-    NONE = "none"  # the manifest and the files named on the command line only
-    SITE = "site"  # reads or writes the target's site-packages
-    INTERPRETER = "interpreter"  # also runs the target interpreter (probes, pip, plugin checks)
-
-
-# The one table of it. Discovery executes a manifest's target.python candidates only for
-# INTERPRETER commands; hints repeat --python / --site-packages only for commands with a reach.
-REACH = {"apply": Reach.SITE, "plan": Reach.SITE, "revert": Reach.SITE, "status": Reach.SITE,
-         "snapshot": Reach.SITE, "audit": Reach.SITE, "verify": Reach.INTERPRETER,
-         "install": Reach.INTERPRETER, "lock": Reach.INTERPRETER, "capture": Reach.INTERPRETER,
-         "serve": Reach.INTERPRETER}
-
-
-def reach(command: str | None) -> Reach:
-    return REACH.get(command or "", Reach.NONE)
 
 
 MANIFEST_ENV = "ASCENDPATCH_MANIFEST"

@@ -135,6 +135,15 @@ class Running:
         return doc
 
 
+    def stop(self) -> None:
+        """Not wanted after all: the group is killed while the script still runs (unreaped,
+        so its pid is still its own), and the script reaped."""
+        with self.proc as proc:
+            if proc.poll() is None:
+                _kill_group(proc)
+            proc.communicate()
+
+
 def run_json(python: Path, script: str, args: Sequence[str] = (), timeout: float = 120.0,
              env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return Running(python, script, args, env).json(timeout)

@@ -132,6 +132,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         log = crashlog.write(exc, run.words)
         return _fail(run, f"unexpected error: {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
                      log)
+    finally:
+        _discard_prefetched()
+
+
+def _discard_prefetched() -> None:
+    """A target inspection the parser started that no command took is stopped (cliargs)."""
+    started = sys.modules.get("ascendpatch.env.target")
+    if started is not None:
+        started.discard_prefetched()
 
 
 def _fail(run: _Run, message: str, code: int, log: str | None = None,

@@ -12,6 +12,7 @@ completion load them all. tests/test_cli.py loads every module's COMMAND.
 from __future__ import annotations
 
 import argparse
+import enum
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -189,6 +190,27 @@ COMMANDS = tuple(map(Command, (
 )))
 
 
+class Reach(enum.Enum):
+    """How far a command reaches into the target."""
+
+    NONE = "none"  # the manifest and the files named on the command line only
+    SITE = "site"  # reads or writes the target's site-packages
+    INTERPRETER = "interpreter"  # also runs the target interpreter (probes, pip, plugin checks)
+
+
+# The one table of it. Discovery executes a manifest's target.python candidates only for
+# INTERPRETER commands; hints repeat --python / --site-packages only for commands with a
+# reach; the parser starts inspecting a target named by --python for them (_prefetch).
+REACH = {"apply": Reach.SITE, "plan": Reach.SITE, "revert": Reach.SITE, "status": Reach.SITE,
+         "snapshot": Reach.SITE, "audit": Reach.SITE, "verify": Reach.INTERPRETER,
+         "install": Reach.INTERPRETER, "lock": Reach.INTERPRETER, "capture": Reach.INTERPRETER,
+         "serve": Reach.INTERPRETER}
+
+
+def reach(command: str | None) -> Reach:
+    return REACH.get(command or "", Reach.NONE)
+
+
 def load(command: Command) -> CommandSpec:
     """Import the command's module and return its COMMAND (a wrong one fails here, by name)."""
     import importlib
@@ -243,5 +265,22 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
+        _prefetch(namespace, values[0])
         self.load(values[0])
         super().__call__(parser, namespace, values, option_string)
+
+
+def _prefetch(namespace: argparse.Namespace, command: str) -> None:
+    """A target named by ``--python`` before the command (which wins over every other way of
+    naming one, but ``--site-packages``) starts being inspected now, before the command's
+    modules load, for a command that reaches into its target (env.target.prefetch; the error
+    boundary discards what no command took)."""
+    python = getattr(namespace, "python", None)
+    if python is None or getattr(namespace, "site_packages", None) is not None \
+            or reach(command) is Reach.NONE:
+        return
+    from pathlib import Path
+
+    from ascendpatch.env import target
+
+    target.prefetch(Path(python))

@@ -28,7 +28,7 @@ def _program(hint: Hint, invocation: str) -> str:
     command that acts on no target."""
     if invocation == "ascendpatch":
         return invocation
-    from ascendpatch.commands.context import Reach, reach
+    from ascendpatch.shell.cliargs import Reach, reach
 
     if reach(hint.argv[0]) is not Reach.NONE:
         return invocation

@@ -1,0 +1,104 @@
+"""A target named by ``--python`` starts being inspected as soon as the parser reads it, while the
+command's modules load (shell/cliargs._prefetch, env.target.prefetch): once, for the command
+that then takes it, and never left running when no command does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kit import run_cli
+
+SPY = """
+import sys
+from ascendpatch.env import target
+started = target.prefetch
+def prefetch(python):
+    loaded = "ascendpatch.commands.audit" in sys.modules
+    print("PREFETCH after the command's module" if loaded else "PREFETCH first", file=sys.stderr)
+    started(python)
+target.prefetch = prefetch
+from ascendpatch.shell.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def small_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real venv without pip: a target with next to nothing to audit."""
+    root = tmp_path_factory.mktemp("small-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    return root / "bin" / "python"
+
+
+def _logging(python: Path, folder: Path) -> tuple[Path, Path]:
+    """An interpreter that records each time it is run, then is ``python``."""
+    marker = folder / "runs"
+    wrapper = folder / "python"
+    wrapper.write_text(f"#!/bin/sh\necho ran >> {marker}\nexec {python} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper, marker
+
+
+def _runs(marker: Path) -> int:
+    return len(marker.read_text().splitlines()) if marker.exists() else 0
+
+
+def test_the_target_is_inspected_once_and_before_the_commands_modules_load(
+        small_venv: Path, tmp_path: Path) -> None:
+    """Cold (no cached report): the target interpreter runs once, started by the parser before
+    it imported the audit command, and audit takes that run's report."""
+    wrapper, marker = _logging(small_venv, tmp_path)
+    env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", SPY, "--python", str(wrapper), "audit"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "PREFETCH first" in proc.stderr
+    assert _runs(marker) == 1
+    assert "files checked" in proc.stdout
+
+
+def test_a_run_that_fails_after_the_prefetch_leaves_no_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser started the target, then refused a later word (exit 2): the inspection is
+    stopped and reaped at once, not waited for."""
+    from ascendpatch.env import inscript
+
+    hanging = tmp_path / "python"
+    hanging.write_text("#!/bin/sh\nexec sleep 60\n")
+    hanging.chmod(0o755)
+    started: list[inscript.Running] = []
+    real = inscript.Running.__init__
+
+    def recording(self: inscript.Running, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(inscript.Running, "__init__", recording)
+    began = time.monotonic()
+    result = run_cli("--python", hanging, "audit", "--workers", "many")
+    assert result.code == 2, result.err
+    assert time.monotonic() - began < 30  # (not the 60 s of the hanging "interpreter")
+    assert len(started) == 1
+    proc = started[0].proc
+    assert proc.returncode is not None, "the prefetched inspection was left running"
+    assert not Path(f"/proc/{proc.pid}").exists()  # and reaped
+
+
+@pytest.mark.parametrize("words", [
+    ("manifests",),  # a command that reaches into no target
+    ("--site-packages", "{site}", "audit"),  # --site-packages wins over --python
+])
+def test_no_inspection_is_started_where_the_target_interpreter_is_not_used(
+        small_venv: Path, tmp_path: Path, words: tuple[str, ...]) -> None:
+    wrapper, marker = _logging(small_venv, tmp_path)
+    site = tmp_path / "site"
+    site.mkdir()
+    run_cli("--python", wrapper, *(w.format(site=site) for w in words))
+    assert _runs(marker) == 0
