@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ascendpatch.env import inscript
 from tests.kit import run_cli
 
 SPY = """
@@ -46,6 +47,19 @@ def _logging(python: Path, folder: Path) -> tuple[Path, Path]:
     return wrapper, marker
 
 
+def _recording(monkeypatch: pytest.MonkeyPatch) -> list[inscript.Running]:
+    """Every script started in a target interpreter from now on (the real class, watched)."""
+    started: list[inscript.Running] = []
+    real = inscript.Running.__init__
+
+    def recording(self: inscript.Running, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(inscript.Running, "__init__", recording)
+    return started
+
+
 def _runs(marker: Path) -> int:
     return len(marker.read_text().splitlines()) if marker.exists() else 0
 
@@ -68,19 +82,10 @@ def test_a_run_that_fails_after_the_prefetch_leaves_no_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parser started the target, then refused a later word (exit 2): the inspection is
     stopped and reaped at once, not waited for."""
-    from ascendpatch.env import inscript
-
     hanging = tmp_path / "python"
     hanging.write_text("#!/bin/sh\nexec sleep 60\n")
     hanging.chmod(0o755)
-    started: list[inscript.Running] = []
-    real = inscript.Running.__init__
-
-    def recording(self: inscript.Running, *args: Any, **kwargs: Any) -> None:
-        real(self, *args, **kwargs)
-        started.append(self)
-
-    monkeypatch.setattr(inscript.Running, "__init__", recording)
+    started = _recording(monkeypatch)
     began = time.monotonic()
     result = run_cli("--python", hanging, "audit", "--workers", "many")
     assert result.code == 2, result.err
@@ -94,11 +99,14 @@ def test_a_run_that_fails_after_the_prefetch_leaves_no_process(
 @pytest.mark.parametrize("words", [
     ("manifests",),  # a command that reaches into no target
     ("--site-packages", "{site}", "audit"),  # --site-packages wins over --python
+    ("audit", "--help"),  # help runs nothing in the target
 ])
 def test_no_inspection_is_started_where_the_target_interpreter_is_not_used(
-        small_venv: Path, tmp_path: Path, words: tuple[str, ...]) -> None:
+        small_venv: Path, tmp_path: Path, words: tuple[str, ...],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     wrapper, marker = _logging(small_venv, tmp_path)
     site = tmp_path / "site"
     site.mkdir()
+    started = _recording(monkeypatch)
     run_cli("--python", wrapper, *(w.format(site=site) for w in words))
-    assert _runs(marker) == 0
+    assert started == [] and _runs(marker) == 0

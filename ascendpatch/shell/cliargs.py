@@ -265,7 +265,8 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        _prefetch(namespace, values[0])
+        if not {"-h", "--help"} & set(values[1:]):  # (help runs nothing in the target)
+            _prefetch(namespace, values[0])
         self.load(values[0])
         super().__call__(parser, namespace, values, option_string)
 
