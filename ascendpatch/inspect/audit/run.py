@@ -12,11 +12,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from ascendpatch.env.target import Row, read_record, record_problem
-from ascendpatch.hashing import CHUNK, record_to_hex
+from ascendpatch.hashing import record_to_hex
 from ascendpatch.inspect.audit import classify
 from ascendpatch.inspect.audit import orphans as walks
 from ascendpatch.inspect.audit.classify import Entry, changed, orphan_finding
-from ascendpatch.inspect.audit.hashpool import Hasher, hash_all
+from ascendpatch.inspect.audit.hashpool import hash_all
 from ascendpatch.inspect.audit.report import (
     AuditFinding,
     AuditReport,
@@ -69,12 +69,7 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
             return repeat
     chosen = list(dists if dists is not None else target.distributions.values())
     everything = target.distributions.values() if orphans else ()  # the walk reads them all
-    rows: dict[Distribution, list[Row]] = {}
-    hasher = Hasher(workers or os.cpu_count() or 2) if not len(cache) else None
-    head = _head_start(target, chosen, rows, hasher) if hasher is not None else None
-    for dist in {*chosen, *everything}:
-        if dist not in rows:
-            rows[dist] = read_record(dist.metadata_dir)
+    rows = {dist: read_record(dist.metadata_dir) for dist in {*chosen, *everything}}
     entries = {e.rel: e for e in classify.entries(target, {d: rows[d] for d in chosen})}
     records_time = clock() - start
     report = AuditReport()
@@ -86,9 +81,8 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
         report.timings.orphans = clock() - begin
 
     before_hashing = clock() - start
-    outcome = stat_and_hash(((key, e.path, e.size) for key, e in entries.items() if key != head),
-                            cache, workers or os.cpu_count() or 2, walk if orphans else None,
-                            hasher)
+    outcome = stat_and_hash(((key, e.path, e.size) for key, e in entries.items()), cache,
+                            workers or os.cpu_count() or 2, walk if orphans else None)
     report.files_checked, report.files_hashed = len(outcome.digests), outcome.hashed
     summary = Summary(records_key)
     report.findings = [*classify.record_findings(outcome, entries, wanted, summary),
@@ -101,29 +95,6 @@ def _audit(target: Target, expected: ExpectedSource, dists: Iterable[Distributio
                              before_hashing)
     report.timings.total = clock() - start
     return report
-
-
-def _head_start(target: Target, chosen: Iterable[Distribution],
-                rows: dict[Distribution, list[Row]], hasher: Hasher) -> str | None:
-    """A cold audit is bounded by the SHA-256 of its largest file: it starts hashing before
-    the other RECORDs are read (300 of them take 40-80 ms in bench/run.py's environment). The
-    biggest RECORD is read first (torch's, whose libtorch_cpu.so is the largest file) and its
-    largest file handed to the pool; the key of that file, which the caller then leaves out,
-    or None (the rows read are kept in ``rows``)."""
-    sized = []
-    for dist in chosen:
-        with contextlib.suppress(OSError):
-            sized.append((os.stat(f"{dist.metadata_dir}/RECORD").st_size, dist))
-    if not sized:
-        return None
-    first = max(sized, key=lambda item: item[0])[1]
-    rows[first] = read_record(first.metadata_dir)
-    big = [e for e in classify.entries(target, {first: rows[first]}) if (e.size or 0) >= CHUNK]
-    if not big:
-        return None
-    largest = max(big, key=lambda e: e.size or 0)
-    hasher.add(largest.rel, largest.path, largest.size or 0)
-    return largest.rel
 
 
 def _unread_records(target: Target, chosen: Iterable[Distribution],

@@ -271,20 +271,18 @@ def _stat_pass(items: Iterable[tuple[str, str, int | None]], cache: StatCache,
 
 
 def stat_and_hash(items: Iterable[tuple[str, str, int | None]], cache: StatCache, workers: int,
-                  meanwhile: Callable[[], None] | None = None,
-                  hasher: Hasher | None = None) -> Outcome:
+                  meanwhile: Callable[[], None] | None = None) -> Outcome:
     """Digests (RECORD form) of files, hashing only those whose stat changed since last time.
 
     ``items``: (key, path, expected size). Cold (an empty cache), nothing is stat'ed up front:
     the expected sizes (from RECORD) order the work, largest first, and the biggest file starts
     hashing at once; each worker stats the file it opens. With a cache, this thread stats every
     file and queues the changed ones. ``meanwhile`` then runs on this thread while the others
-    hash, and this thread joins the hashing when it is done. ``hasher``: a pool already given
-    files (not in ``items``), whose results are counted as this call's."""
+    hash, and this thread joins the hashing when it is done."""
     out = Outcome()
     clock = time.perf_counter
     start = clock()
-    hasher = hasher if hasher is not None else Hasher(workers)
+    hasher = Hasher(workers)
     if len(cache):
         _stat_pass(items, cache, hasher, out)
     else:
