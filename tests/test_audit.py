@@ -453,3 +453,39 @@ def test_a_racy_entry_is_hashed_again_or_forgotten(tmp_path: Path) -> None:
     later.save()
     assert set(StatCache(tmp_path).entries) == {"a"}
 
+
+
+def test_a_file_the_cache_cannot_hold_is_checked_by_every_audit(env: dict[str, Path]) -> None:
+    """A file whose mtime is past 2262 (beyond the cache's int64 nanoseconds; anyone who can
+    write the target can set one) is left out of the cache: the repeat audit must not then
+    answer without it. Rewritten later with the same size and mtime, it is found changed."""
+    site = env["site"]
+    late = site / "other/util.py"
+    when = 2**63 + 10**17  # ns: the year 2264
+    os.utime(late, ns=(when, when))
+    if late.stat().st_mtime_ns != when:
+        pytest.skip("this file system cannot store an mtime past 2262")
+    first, second = audit(env)[2], audit(env)[2]
+    assert first["files_checked"] == second["files_checked"]
+    assert first["exit_code"] == second["exit_code"] == 0
+    late.write_text("y = 3\n")  # same size as "y = 2\n"
+    os.utime(late, ns=(when, when))
+    code, out, doc = audit(env)
+    assert code == 1 and "other/util.py" in out
+    assert [r["data"]["code"] for r in doc["results"] if r["level"] == "FAIL"] == ["..5"]
+
+
+def test_a_summary_naming_a_file_the_cache_does_not_hold_means_a_full_audit(
+        env: dict[str, Path]) -> None:
+    """A summary whose differ rows name a path with no entry (a hand-edited file) is not this
+    cache's: the audit runs in full, never a crash."""
+    site = env["site"]
+    (site / "other/util.py").write_text("y = 5\n")
+    past_racy_window(site)
+    first = audit(env)
+    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*/{CACHE_NAME}"))
+    doc, columns = statfile.load(cache.read_bytes())
+    doc["summary"]["differ"].append(["not/cached.py", "..5", "other", "2.0"])
+    cache.write_bytes(statfile.dump(doc, columns.entries()))
+    again = audit(env)
+    assert again[:2] == first[:2] and again[2]["results"] == first[2]["results"]

@@ -87,6 +87,7 @@ def _with(**changes: Any) -> bytes:
     _with(keys=None), {k: v for k, v in GOOD_HEAD.items() if k != "digests"},
     GOOD.replace(b"sha256=x", b"sha256=\xe9"),  # a digest that is not ASCII
     GOOD.replace(b"a\0b", b"a/b"),  # two keys run together
+    GOOD.replace(b"a\0b", b"a\0a"),  # a path named twice
 ])
 def test_a_file_of_another_shape_is_refused(data: bytes | dict[str, Any]) -> None:
     if isinstance(data, dict):
@@ -108,6 +109,38 @@ def test_any_bytes_are_refused_or_read_never_a_crash(junk: bytes, at: int) -> No
         assert len(columns.entries()) == len(columns)
 
 
+@given(st.lists(st.binary(max_size=12), max_size=6), st.binary(max_size=60),
+       st.binary(max_size=200), st.integers(0, 7))
+@settings(max_examples=400, deadline=None)
+def test_sections_under_a_header_that_adds_up_are_refused_or_consistent(
+        keys: list[bytes], digests: bytes, numbers: bytes, count: int) -> None:
+    """Past the size check: any path, digest and number sections, under a header whose sizes
+    add up to the file's, load into columns that agree with each other, or are refused."""
+    paths = b"\0".join(keys)
+    body = paths + digests + numbers[:32 * count].ljust(32 * count, b"\0")
+    head = dict(HEADER, count=count, keys=len(paths), digests=len(digests))
+    data = statfile.MAGIC + json.dumps(head).encode() + b"\n" + body
+    try:
+        _header, columns = statfile.load(data)
+    except REFUSED:
+        return
+    entries = columns.entries()
+    assert len(entries) == len(columns) == count
+    assert [os.fsencode(k) for k in entries] == [row[0] for row in columns.rows()]
+
+
+def test_a_file_that_cannot_hold_every_entry_keeps_no_summary() -> None:
+    """An entry left out (an mtime past 2262 does not fit) would be a file a repeat audit
+    never looks at: the file is written with the partial header, whose summary is empty."""
+    files: dict[str, statfile.Entry] = {"ok": (1, 2, 3, 4, "d"), "late": (1, 2**63, 3, 4, "d")}
+    whole = dict(HEADER, summary={"records": "x"})
+    header, columns = statfile.load(statfile.dump(whole, files, dict(whole, summary={})))
+    assert header["summary"] == {} and list(columns.entries()) == ["ok"]
+    header, _columns = statfile.load(statfile.dump(whole, {"ok": files["ok"]},
+                                                   dict(whole, summary={})))
+    assert header["summary"] == {"records": "x"}
+
+
 def _cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) \
         -> tuple[StatCache, list[tuple[str, str, int | None]]]:
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
@@ -127,6 +160,9 @@ def _cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) \
     b'{"format":4,"files":{"a":[1,2,3,4,"x"]}}',  # format 4's JSON under format 5's name
     statfile.MAGIC + b'{"format":5,"target":"/site","count":0,"keys":0,"digests":0,'
                      b'"orphans":[1],"summary":7}\n',
+    # a start that is not a time before now would vouch for racy entries
+    *(GOOD.replace(b'"verified_ns":7', b'"verified_ns":' + bad)
+      for bad in (b"Infinity", b"1e300", b'"7"', b"-1", b"true", str(2**62).encode())),
 ])
 def test_a_cache_file_of_another_shape_means_a_full_audit(
         tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:

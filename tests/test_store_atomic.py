@@ -174,8 +174,11 @@ def test_a_cache_file_is_replaced_atomically_but_never_fsynced(
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
     synced = _recording_fsync(monkeypatch)
     folder = cachedir.folder("audit")
+    cachedir.write(folder / "statcache.v5", b"old")
+    before = (folder / "statcache.v5").stat().st_ino
     cachedir.write(folder / "statcache.v5", b"new")
     assert synced == [] and (folder / "statcache.v5").read_bytes() == b"new"
+    assert (folder / "statcache.v5").stat().st_ino != before  # a new file, renamed over
     assert _debris(folder) == []
     atomic.write_atomic(tmp_path / "data", b"kept")
     assert len(synced) == 2 and str(tmp_path.resolve()) in synced  # the file, then its folder

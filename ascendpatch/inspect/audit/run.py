@@ -153,6 +153,8 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
     summary = cache.summary
     if summary is None or summary.records != records_key or not len(cache):
         return None
+    if summary.differ and not all(key in cache.entries for key, *_rest in summary.differ):
+        return None  # (a summary naming a file the cache does not hold: not this cache's)
     clock = time.perf_counter
     begin = clock()
     root = str(target.root) + "/"

@@ -163,7 +163,11 @@ class StatCache:
                 return
             orphans = _walks(header.get("orphans", {}))
             summary = Summary.from_json(header.get("summary"))
-            verified = int(header.get("verified_ns", 0))  # none: nothing verified
+            verified = header.get("verified_ns", 0)  # none: nothing verified
+            if type(verified) is not int or not 0 <= verified <= self.started_ns:
+                # (a start in the future would vouch for racy entries; the clock set back
+                # costs one full audit)
+                return
         except (ValueError, KeyError, AttributeError, TypeError):
             return  # no cache: a full audit
         self._columns, self._entries = columns, None
@@ -221,7 +225,8 @@ class StatCache:
         header = {"format": CACHE_FORMAT, "target": self.root, "verified_ns": self.started_ns,
                   "orphans": {f: w.to_json() for f, w in self.orphans.items()},
                   "summary": self.summary.to_json() if self.summary else {}}
-        cachedir.write(self.path, statfile.dump(header, self.entries))
+        # an entry left out (numbers out of range: an mtime past 2262) drops the summary
+        cachedir.write(self.path, statfile.dump(header, self.entries, dict(header, summary={})))
         for old in _OLD_NAMES:  # an older format's file beside it is never read again
             cachedir.remove(self.path.with_name(old))
         self.dirty = False

@@ -25,10 +25,11 @@ encoding them again), and only an audit that has to look a file up builds the di
 
 The cache folder is ascendpatch's own (cachedir), yet what it holds is still checked: a file of
 any other shape, a header of another type, sections whose sizes do not add up to the file's,
-columns of other lengths, are no cache at all (the audit then hashes everything, as on a first
-run), never a crash nor a wrong answer. An entry that cannot be written (a number out of its
-column's range, a path that is not a file system name, a digest that is not ASCII, a NUL) is
-left out: that file is hashed again next time.
+columns of other lengths, a path named twice, are no cache at all (the audit then hashes
+everything, as on a first run), never a crash nor a wrong answer. An entry that cannot be
+written (a number out of its column's range, a path that is not a file system name, a digest
+that is not ASCII, a NUL) is left out: that file is hashed again next time, and the file keeps
+no summary (``partial``), so no repeat audit answers without it.
 """
 
 from __future__ import annotations
@@ -95,13 +96,17 @@ def _sections(entries: Mapping[str, Entry]) -> tuple[int, list[bytes]]:
     return len(entries), [keys, digests, *numbers]
 
 
-def dump(header: Mapping[str, Any], entries: Mapping[str, Entry]) -> bytes:
+def dump(header: Mapping[str, Any], entries: Mapping[str, Entry],
+         partial: Mapping[str, Any] | None = None) -> bytes:
     """The cache file holding ``header`` (a JSON object) and ``entries`` (those that can be
-    written, see :func:`_fits`)."""
+    written, see :func:`_fits`). ``partial``: the header written instead when some entry was
+    left out (the stat cache's keeps no summary then: a repeat audit that answered from it
+    would never look at the file left out)."""
     try:  # every entry is checked in C; one by one only when one cannot be written
         count, sections = _sections(entries)
     except (OverflowError, UnicodeError, ValueError):
         count, sections = _sections({k: e for k, e in entries.items() if _fits(k, e)})
+        header = header if partial is None or count == len(entries) else partial
     head = dict(header, count=count, keys=len(sections[0]), digests=len(sections[1]))
     line = json.dumps(head, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     return b"".join((MAGIC, line, b"\n", *sections))
@@ -138,6 +143,8 @@ def _split(blob: bytes, count: int) -> list[bytes]:
     parts = blob.split(_SEP) if count else ([] if not blob else [blob])
     if len(parts) != count:
         raise ValueError("the stat cache's columns differ in length")
+    if len(set(parts)) != count:  # (dump writes each path once: 1 ms for 15k)
+        raise ValueError("the stat cache names a file twice")
     return parts
 
 
@@ -153,7 +160,7 @@ def _checked_text(blob: bytes, count: int) -> bytes:
 def load(data: bytes) -> tuple[dict[str, Any], Columns]:
     """The header and the columns of a file :func:`dump` wrote; ValueError, TypeError or
     KeyError for anything else (another format, a header that is not an object, sections whose
-    sizes do not add up to the file's, columns of other lengths)."""
+    sizes do not add up to the file's, columns of other lengths, a path named twice)."""
     if not data.startswith(MAGIC):
         raise ValueError("not a stat cache of format 5")
     end = data.find(b"\n", len(MAGIC))
