@@ -98,15 +98,85 @@ def test_a_run_that_fails_after_the_prefetch_leaves_no_process(
 
 @pytest.mark.parametrize("words", [
     ("manifests",),  # a command that reaches into no target
-    ("--site-packages", "{site}", "audit"),  # --site-packages wins over --python
-    ("audit", "--help"),  # help runs nothing in the target
+    ("audit", "--site-packages", "{site}"),  # --site-packages wins over --python
+    ("audit", "--python", "{other}"),  # the last --python is the target
+    ("audit", "--py={other}"),  # (argparse takes an unambiguous prefix)
+    ("audit", "--help"), ("audit", "--hel"), ("audit", "-qh"),  # help runs nothing in it
 ])
-def test_no_inspection_is_started_where_the_target_interpreter_is_not_used(
+def test_no_inspection_is_started_where_the_named_interpreter_is_not_the_one_used(
         small_venv: Path, tmp_path: Path, words: tuple[str, ...],
         monkeypatch: pytest.MonkeyPatch) -> None:
     wrapper, marker = _logging(small_venv, tmp_path)
     site = tmp_path / "site"
     site.mkdir()
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
     started = _recording(monkeypatch)
-    run_cli("--python", wrapper, *(w.format(site=site) for w in words))
+    result = run_cli("--python", wrapper, *(w.format(site=site, other=small_venv)
+                                            for w in words))
+    assert result.code == 0, result.err
+    assert [run.python for run in started] == ([small_venv] if "{other}" in str(words) else [])
+    assert _runs(marker) == 0
+
+
+def test_a_parser_built_outside_main_starts_nothing(small_venv: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Completion and tests parse words too: only main, whose error boundary stops what no
+    command took, has the parser start a target."""
+    from ascendpatch.shell.cli import build_parser
+
+    wrapper, marker = _logging(small_venv, tmp_path)
+    started = _recording(monkeypatch)
+    build_parser(lazy=True).parse_args(["--python", str(wrapper), "status"])
     assert started == [] and _runs(marker) == 0
+
+
+def test_an_interrupt_between_the_start_and_the_wait_leaves_no_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after the command took the prefetched inspection but before it waited for it
+    (while its modules load): exit 130, and the interpreter is stopped and reaped."""
+    from ascendpatch.env import target
+
+    hanging = tmp_path / "python"
+    hanging.write_text("#!/bin/sh\nexec sleep 60\n")
+    hanging.chmod(0o755)
+    started = _recording(monkeypatch)
+    real = target.start_python
+
+    def interrupted(python: Path) -> Any:
+        real(python)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(target, "start_python", interrupted)
+    result = run_cli("--python", hanging, "audit")
+    assert result.code == 130, result.err
+    assert len(started) == 1 and started[0].proc.returncode is not None
+    assert not Path(f"/proc/{started[0].proc.pid}").exists()
+
+
+def test_a_stopped_inspection_takes_the_children_holding_its_pipes(tmp_path: Path) -> None:
+    """An interpreter that has exited but left a child holding its output: stop does not wait
+    for that child, it ends it (the group is still the script's own until it is reaped)."""
+    child_pid = tmp_path / "child"
+    leaving = tmp_path / "python"
+    leaving.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {child_pid}\nexit 0\n")
+    leaving.chmod(0o755)
+    running = inscript.Running(leaving, "pass")
+    deadline = time.monotonic() + 10
+    while not child_pid.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)  # the script itself has exited by now, unreaped
+    began = time.monotonic()
+    running.stop()
+    assert time.monotonic() - began < 10  # (not the child's 60 s)
+    pid = int(child_pid.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False

@@ -136,10 +136,11 @@ class Running:
 
 
     def stop(self) -> None:
-        """Not wanted after all: the group is killed while the script still runs (unreaped,
-        so its pid is still its own), and the script reaped."""
+        """Not wanted after all: the group is killed while the script is unreaped (its pid,
+        the group's id, is still its own, even once it has exited: a child it left holding
+        our pipes goes too), then the script is reaped."""
         with self.proc as proc:
-            if proc.poll() is None:
+            if proc.returncode is None:
                 _kill_group(proc)
             proc.communicate()
 

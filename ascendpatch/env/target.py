@@ -235,27 +235,29 @@ def from_python(python: Path) -> Target:
     return start_python(python)()
 
 
-# Targets whose inspection the parser started (prefetch), until start_python takes them.
-_prefetched: dict[Path, tuple[Callable[[], Target], inscript.Running | None]] = {}
+# Targets whose inspection the parser started (prefetch), until start_python takes them; and
+# every inspection started and not yet waited for (whoever started it), for stop_unfinished.
+_prefetched: dict[Path, Callable[[], Target]] = {}
+_unfinished: list[inscript.Running] = []
 
 
 def prefetch(python: Path) -> None:
     """Start inspecting ``python`` now, for the next :func:`start_python` of the same path:
     the parser calls it as soon as ``--python`` is read, so that the target interpreter runs
-    while the command's modules load (30-40 ms of a cold audit). A failure is left for that
-    call to raise, worded as always."""
+    while the command's modules load. Any failure is left for that call to raise, worded as
+    always (an OSError here: a name too long for the file system)."""
     if python not in _prefetched:
-        with contextlib.suppress(AscendpatchError):
-            _prefetched[python] = _started(python)
+        with contextlib.suppress(AscendpatchError, OSError, ValueError):
+            _prefetched[python] = start_python(python)
 
 
-def discard_prefetched() -> None:
-    """Forget what :func:`prefetch` started and no command took (the run failed first, or its
-    command chose another target): a script still running is stopped, and reaped."""
-    while _prefetched:
-        _wait, running = _prefetched.popitem()[1]
-        if running is not None:
-            running.stop()
+def stop_unfinished() -> None:
+    """The end of a run (cli's error boundary): every inspection still unanswered (one the
+    parser started that no command took, or one a Ctrl-C left between its start and its
+    wait) is stopped, and reaped; what was prefetched is forgotten."""
+    _prefetched.clear()
+    while _unfinished:
+        _unfinished.pop().stop()
 
 
 def start_python(python: Path) -> Callable[[], Target]:
@@ -264,10 +266,8 @@ def start_python(python: Path) -> Callable[[], Target]:
     of milliseconds) is then off its critical path. Nothing runs in the target when the cached
     report still holds."""
     ready = _prefetched.pop(python, None)
-    return ready[0] if ready is not None else _started(python)[0]
-
-
-def _started(python: Path) -> tuple[Callable[[], Target], inscript.Running | None]:
+    if ready is not None:
+        return ready
     if not python.exists():
         raise TargetError(f"target interpreter {python} does not exist",
                           fix="pass --python with the path of the image's python")
@@ -277,22 +277,26 @@ def _started(python: Path) -> tuple[Callable[[], Target], inscript.Running | Non
     info = introcache.load(python, script)  # nothing runs in the target when nothing changed
     if info is not None:
         cached = _target_from_report(python, info)
-        return (lambda: cached), None
+        return lambda: cached
     try:
         running = inscript.Running(python, script)
     except inscript.ScriptError as exc:
         raise _failed(python, exc) from None
+    _unfinished.append(running)
 
     def wait() -> Target:
         try:
             report = running.json(timeout=INTROSPECT_TIMEOUT)
         except inscript.ScriptError as exc:
             raise _failed(python, exc) from None
+        finally:
+            with contextlib.suppress(ValueError):
+                _unfinished.remove(running)  # (json reaps it, however it ends)
         target = _target_from_report(python, report)
         introcache.save(python, script, report)
         return target
 
-    return wait, running
+    return wait
 
 
 def _failed(python: Path, exc: inscript.ScriptError) -> TargetError:

@@ -59,10 +59,12 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False, *, prefetch: bool = False) -> argparse.ArgumentParser:
     """The whole parser. ``lazy``: a command's own parser is built (its module imported) only
     when the command is named on the line, which is what main wants; otherwise every
-    command's is built now (completion, tests)."""
+    command's is built now (completion, tests). ``prefetch``: a target named by ``--python``
+    starts being inspected as the command word is read (main only, which stops it if no
+    command takes it: cliargs._prefetch)."""
     parser = _Parser(prog="ascendpatch",
                      description="Patch and install manager for vllm-ascend environments.",
                      epilog=cliargs.PRECEDENCE,
@@ -77,7 +79,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
                                 action=cliargs.Commands)
     assert isinstance(sub, cliargs.Commands)
     sub.required = True
-    sub.expect(cliargs.COMMANDS, common, source)
+    sub.expect(cliargs.COMMANDS, common, source, prefetch=prefetch)
     if not lazy:
         sub.load_all()
     return parser
@@ -137,10 +139,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _discard_prefetched() -> None:
-    """A target inspection the parser started that no command took is stopped (cliargs)."""
+    """A target inspection still running (the parser started it and no command took it, or
+    the run ended before its command waited for it) is stopped and reaped."""
     started = sys.modules.get("ascendpatch.env.target")
     if started is not None:
-        started.discard_prefetched()
+        started.stop_unfinished()
 
 
 def _fail(run: _Run, message: str, code: int, log: str | None = None,
@@ -158,7 +161,7 @@ def _main(run: _Run) -> int:
     names = {command.name for command in cliargs.COMMANDS}
     run.command = _Parser.command_hint = next((w for w in run.words if w in names), None)
     run.color = _Parser.color = _given_color(options)
-    args = build_parser(lazy=True).parse_args(run.words)
+    args = build_parser(lazy=True, prefetch=True).parse_args(run.words)
     run.command, run.as_json, run.color = args.command, args.json, args.color
     from ascendpatch import progress
     from ascendpatch.shell import output

@@ -229,7 +229,10 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
     them (``_get_subactions``) and for whoever calls load_all (completion, tests)."""
 
     def expect(self, commands: Sequence[Command], common: argparse.ArgumentParser,
-               source: argparse.ArgumentParser) -> None:
+               source: argparse.ArgumentParser, *, prefetch: bool = False) -> None:
+        """``prefetch``: start inspecting a target named before the command word (_prefetch);
+        only for main, whose error boundary stops what no command took."""
+        self._prefetch = prefetch
         self._order = tuple(c.name for c in commands)
         self._waiting = {c.name: c for c in commands}
         self._parents = {False: [common], True: [common, source]}
@@ -265,23 +268,43 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        if not {"-h", "--help"} & set(values[1:]):  # (help runs nothing in the target)
-            _prefetch(namespace, values[0])
+        if self._prefetch:
+            _prefetch(namespace, values[0], values[1:])
         self.load(values[0])
         super().__call__(parser, namespace, values, option_string)
 
 
-def _prefetch(namespace: argparse.Namespace, command: str) -> None:
-    """A target named by ``--python`` before the command (which wins over every other way of
-    naming one, but ``--site-packages``) starts being inspected now, before the command's
-    modules load, for a command that reaches into its target (env.target.prefetch; the error
-    boundary discards what no command took)."""
+# Options that, written after the command word, make the target named before it not the one
+# the command uses (--python, --site-packages) or run nothing in it (--help, --version).
+_NOT_PREFETCHED = ("--python", "--site-packages", "--help", "--version")
+
+
+def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) -> None:
+    """A target named by ``--python`` before the command word (which wins over every other way
+    of naming one) starts being inspected now, before the command's modules load, for a command
+    that reaches into its target (env.target.prefetch; main's error boundary stops what no
+    command took). The words after the command are not parsed yet: when any of them could be
+    read as one of :data:`_NOT_PREFETCHED` (argparse takes any unambiguous prefix: ``--py``,
+    ``--hel``) or as ``-h`` (alone or in a cluster such as ``-qh``), nothing is started; a
+    prefetch is only ever a head start."""
     python = getattr(namespace, "python", None)
-    if python is None or getattr(namespace, "site_packages", None) is not None \
-            or reach(command) is Reach.NONE:
+    if python is None or reach(command) is Reach.NONE or _may_change_the_target(rest):
         return
     from pathlib import Path
 
     from ascendpatch.env import target
 
     target.prefetch(Path(python))
+
+
+def _may_change_the_target(rest: Sequence[str]) -> bool:
+    for word in rest:
+        if word == "--":  # a command line follows (check-launch's), not options of ours
+            return False
+        if word.startswith("--"):
+            name = word.split("=", 1)[0]
+            if len(name) > 2 and any(option.startswith(name) for option in _NOT_PREFETCHED):
+                return True
+        elif word.startswith("-") and "h" in word[1:]:
+            return True
+    return False
