@@ -180,3 +180,68 @@ def _alive(pid: int) -> bool:
         return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
+
+
+def test_a_script_the_kernel_reaped_is_not_signalled(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """With SIGCHLD ignored (a parent can hand that down through exec) the kernel reaps the
+    script as it exits, unseen by Popen: its pid may then be anyone's, so stop signals no
+    group, and still returns."""
+    import signal
+
+    quick = tmp_path / "python"
+    quick.write_text("#!/bin/sh\nexit 0\n")
+    quick.chmod(0o755)
+    signalled: list[int] = []
+    real_killpg = os.killpg
+
+    def killpg(pid: int, sig: int) -> None:
+        signalled.append(pid)
+        real_killpg(pid, sig)
+
+    monkeypatch.setattr(os, "killpg", killpg)
+    before = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        running = inscript.Running(quick, "pass")
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{running.proc.pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert running.proc.returncode is None  # (Popen has not seen it go)
+        running.stop()
+    finally:
+        signal.signal(signal.SIGCHLD, before)
+    assert signalled == []
+    hanging = tmp_path / "hanging"
+    hanging.write_text("#!/bin/sh\nexec sleep 60\n")
+    hanging.chmod(0o755)
+    alive = inscript.Running(hanging, "pass")
+    alive.stop()  # a script still running is ours: its group is killed
+    assert signalled == [alive.proc.pid] and alive.proc.returncode is not None
+
+
+def test_a_second_interrupt_while_stopping_still_stops_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C pressed again while the end of a run stops what it started: the interrupt goes
+    on, and every inspection is still stopped and reaped."""
+    from ascendpatch.env import target
+
+    hanging = tmp_path / "python"
+    hanging.write_text("#!/bin/sh\nexec sleep 60\n")
+    hanging.chmod(0o755)
+    runs = [inscript.Running(hanging, "pass") for _ in range(3)]
+    monkeypatch.setattr(target, "_unfinished", list(runs))
+    real_stop, calls = inscript.Running.stop, []
+
+    def stop(self: inscript.Running) -> None:
+        calls.append(self)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the user presses Ctrl-C again
+        real_stop(self)
+
+    monkeypatch.setattr(inscript.Running, "stop", stop)
+    with pytest.raises(KeyboardInterrupt):
+        target.stop_unfinished()
+    monkeypatch.setattr(inscript.Running, "stop", real_stop)
+    assert target._unfinished == []
+    for run in runs:  # the one being stopped when the interrupt came too
+        assert run.proc.returncode is not None and not Path(f"/proc/{run.proc.pid}").exists()

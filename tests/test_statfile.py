@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,16 @@ def test_a_format_4_cache_is_not_read_and_the_next_save_removes_it(
     assert stat_and_hash([("a", str(target / "a"), 2)], cache, workers=1).hashed == 1
     cache.save()
     assert not old.exists() and path.exists()
+
+
+def test_a_clock_stepped_back_during_an_audit_saves_nothing_as_verified(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files written after the clock stepped back may look older than the audit's start: the
+    file then records no start (0), so the next audit hashes every entry again."""
+    first, _items = _cached(tmp_path, monkeypatch)
+    assert statfile.load(first.path.read_bytes())[0]["verified_ns"] == first.started_ns
+    again = StatCache(tmp_path / "site")
+    again.dirty = True
+    monkeypatch.setattr(time, "time_ns", lambda: again.started_ns - 10**9)
+    again.save()
+    assert statfile.load(again.path.read_bytes())[0]["verified_ns"] == 0

@@ -81,6 +81,16 @@ def bundled(name: str) -> str:
         return files("ascendpatch.env").joinpath(name).read_text(encoding="utf-8")
 
 
+def _unreaped(pid: int) -> bool:
+    """Whether ``pid`` is still our child, running or exited and not yet reaped (nothing is
+    reaped by asking)."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def _kill_group(proc: subprocess.Popen[str]) -> None:
     """Only while the child is unreaped: its pid (the group id) cannot have been reused."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -138,9 +148,11 @@ class Running:
     def stop(self) -> None:
         """Not wanted after all: the group is killed while the script is unreaped (its pid,
         the group's id, is still its own, even once it has exited: a child it left holding
-        our pipes goes too), then the script is reaped."""
+        our pipes goes too), then the script is reaped. Unreaped is asked of the kernel, not
+        of Popen: a SIGCHLD ignored (inherited through exec) lets the kernel reap it unseen,
+        and its pid may then be another process's."""
         with self.proc as proc:
-            if proc.returncode is None:
+            if proc.returncode is None and _unreaped(proc.pid):
                 _kill_group(proc)
             proc.communicate()
 

@@ -256,8 +256,14 @@ def stop_unfinished() -> None:
     parser started that no command took, or one a Ctrl-C left between its start and its
     wait) is stopped, and reaped; what was prefetched is forgotten."""
     _prefetched.clear()
-    while _unfinished:
-        _unfinished.pop().stop()
+    try:
+        while _unfinished:
+            _unfinished[-1].stop()
+            _unfinished.pop()
+    finally:  # (a second Ctrl-C while stopping one: the others are still stopped)
+        while _unfinished:
+            with contextlib.suppress(Exception, KeyboardInterrupt):
+                _unfinished.pop().stop()
 
 
 def start_python(python: Path) -> Callable[[], Target]:

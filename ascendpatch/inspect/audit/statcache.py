@@ -222,7 +222,10 @@ class StatCache:
         if not self.dirty:
             return
         self._forget_unverified()
-        header = {"format": CACHE_FORMAT, "target": self.root, "verified_ns": self.started_ns,
+        # the clock stepped back during this audit: files written since may look older than
+        # its start, so the entries it loaded and did not hash vouch for nothing (0: all racy)
+        verified = self.started_ns if time.time_ns() >= self.started_ns else 0
+        header = {"format": CACHE_FORMAT, "target": self.root, "verified_ns": verified,
                   "orphans": {f: w.to_json() for f, w in self.orphans.items()},
                   "summary": self.summary.to_json() if self.summary else {}}
         # an entry left out (numbers out of range: an mtime past 2262) drops the summary
