@@ -144,7 +144,6 @@ class Running:
             raise ScriptError("the script printed no JSON object")
         return doc
 
-
     def stop(self) -> None:
         """Not wanted after all: the group is killed while the script is unreaped (its pid,
         the group's id, is still its own, even once it has exited: a child it left holding

@@ -135,10 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(run, f"unexpected error: {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
                      log)
     finally:
-        _discard_prefetched()
+        _stop_unfinished()
 
 
-def _discard_prefetched() -> None:
+def _stop_unfinished() -> None:
     """A target inspection still running (the parser started it and no command took it, or
     the run ended before its command waited for it) is stopped and reaped."""
     started = sys.modules.get("ascendpatch.env.target")

@@ -290,11 +290,9 @@ def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) 
     python = getattr(namespace, "python", None)
     if python is None or reach(command) is Reach.NONE or _may_change_the_target(rest):
         return
-    from pathlib import Path
-
     from ascendpatch.env import target
 
-    target.prefetch(Path(python))
+    target.prefetch(python)  # (a Path already: the option's type is cliargs.path)
 
 
 def _may_change_the_target(rest: Sequence[str]) -> bool:

@@ -153,8 +153,6 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
     summary = cache.summary
     if summary is None or summary.records != records_key or not len(cache):
         return None
-    if summary.differ and not all(key in cache.entries for key, *_rest in summary.differ):
-        return None  # (a summary naming a file the cache does not hold: not this cache's)
     clock = time.perf_counter
     begin = clock()
     root = str(target.root) + "/"
@@ -174,8 +172,11 @@ def _repeat(target: Target, cache: StatCache, records_key: str, expected: Wanted
     report.timings.orphans = clock() - begin
     for key, name, version in summary.missing:
         report.findings.append(AuditFinding("missing", key, name, f"{name} {version}"))
+    entries = cache.entries if summary.differ else {}  # (after the walk: it reads the columns)
+    if not all(key in entries for key, *_rest in summary.differ):
+        return None  # (a summary naming a file the cache does not hold: not this cache's)
     report.findings += [changed(code, key, name, version,
-                                 record_to_hex(cache.entries[key][4]) or "", expected)
+                                 record_to_hex(entries[key][4]) or "", expected)
                         for key, code, name, version in summary.differ]
     report.findings.sort(key=lambda f: (f.expected, f.path))
     return report

@@ -16,7 +16,7 @@ Format 5 is a binary file:
   per file each: size, mtime_ns, inode, ctime_ns (signed, but the inode: an overlayfs inode can
   use all 64 bits).
 
-:func:`load` splits the file into :class:`Columns` (one ``bytes.split`` of the paths, two
+:func:`load` splits the file into :class:`Columns` (one ``bytes.split`` of the paths, four
 ``array.frombytes``, the digests checked where they lie: about 4 ms for bench/run.py's 15,080
 files, against 20-30 ms for format 4 on the same machine and day); the repeat audit walks
 them as they are (:meth:`Columns.rows`, paths as bytes, which ``os.stat`` takes without
