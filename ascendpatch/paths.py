@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import BinaryIO
 
 from ascendpatch.errors import UnsafePathError
@@ -48,6 +48,16 @@ class NotRegularFileError(Exception):
     @property
     def what(self) -> str:
         return describe_mode(self.mode)
+
+
+def below(path: PurePath, top: PurePath) -> tuple[str, ...] | None:
+    """The parts of ``path`` after ``top`` when ``top`` is ``path`` itself (``()``) or one of
+    its ``parents``; None otherwise. ``top in path.parents``, compared by parts without making
+    a Path of each parent (a catalog's apply asks this ~2,600 times)."""
+    parts, head = path.parts, top.parts
+    if parts[:len(head)] != head or path.anchor != top.anchor:  # ("." has no parts)
+        return None
+    return parts[len(head):]
 
 
 def describe_mode(mode: int) -> str:

@@ -7,11 +7,19 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ascendpatch.paths import FileTooLargeError, NotRegularFileError, open_regular, read_regular
+from ascendpatch.paths import (
+    FileTooLargeError,
+    NotRegularFileError,
+    below,
+    open_regular,
+    read_regular,
+)
 
 
 def test_a_regular_file_is_opened_for_blocking_reads(tmp_path: Path) -> None:
@@ -76,3 +84,18 @@ def test_a_small_file_read_under_a_large_bound_costs_its_own_size(tmp_path: Path
     assert status.startswith(b"Name:") and b"nonvoluntary_ctxt_switches" in status  # (its end)
     with pytest.raises(FileTooLargeError):
         read_regular(small, 100)
+
+
+_PART = st.sampled_from(["a", "b", "ab", ".", "..", "é", "a b", "\udcff"])
+_PATHS = st.builds(lambda root, parts: PurePosixPath(root, *parts),
+                   st.sampled_from(["/", "", "a", "/a"]), st.lists(_PART, max_size=5))
+
+
+@given(_PATHS, _PATHS)
+def test_below_answers_as_pathlib_parents_and_relative_to_do(path: PurePosixPath,
+                                                             top: PurePosixPath) -> None:
+    """The path guard asks paths.below instead of ``top in path.parents`` (which builds a
+    Path per parent): the same answer for any two paths, absolute, relative, with ``..``
+    (kept by pathlib, as realpath's results never have), and the same remaining parts."""
+    expected = path.relative_to(top).parts if path == top or top in path.parents else None
+    assert below(path, top) == expected

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ascendpatch.errors import UnsafePathError
-from ascendpatch.paths import check_relative
+from ascendpatch.paths import below, check_relative
 from ascendpatch.results import Hint, Phrase
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -66,10 +66,7 @@ class Root:
             real = _real(path)
         except ValueError:  # an embedded NUL: no file system path
             return None
-        real_root = self.real
-        if real != real_root and real_root not in real.parents:
-            return None
-        return real.relative_to(real_root).parts
+        return below(real, self.real)
 
     def holds(self, path: Path) -> bool:
         """``path`` is the tree or really lies in it (following links, out of it too)."""
@@ -209,9 +206,9 @@ class Roots:
         """The tree ``path`` is spelled in (or, for a resolved link destination, really lies
         in); a write walks from there without following links."""
         for tree in self.trees:
-            if tree.path in path.parents:
+            if below(path, tree.path):  # (): the tree itself, not a parent
                 return tree.path
         for tree in self.trees:
-            if tree.real in path.parents:
+            if below(path, tree.real):
                 return tree.path
         return path.parent
