@@ -61,3 +61,15 @@ def test_a_warning_that_went_away_is_reported_but_fine(tmp_path: Path) -> None:
     better.write_text("\n".join(lines) + "\n")
     result = run_cli("logs", "--baseline", good, better)
     assert result.code == 0 and "gone since" in result.out, result.out
+
+
+def test_a_stop_whose_worker_was_terminated_is_no_new_problem(tmp_path: Path) -> None:
+    """One of two real stops of the same healthy vLLM 0.22.1 server in CI ended with this
+    warning (vLLM prints it when a worker takes SIGTERM before its graceful shutdown is over):
+    a sign of the stop, not a new error of the start."""
+    good = _start(tmp_path, "good.log", "11-30 05:00:01", 300)
+    stopped = _start(tmp_path, "stopped.log", "12-02 22:25:01", 4350, (
+        "(Worker pid=4350) WARNING 12-02 22:25:13 [multiproc_executor.py:884] WorkerProc was "
+        "terminated",))
+    result = run_cli("logs", "--baseline", good, stopped)
+    assert result.code == 0 and "[FAIL]" not in result.out, result.out
