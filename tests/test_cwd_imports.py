@@ -68,6 +68,19 @@ def test_a_venv_is_made_without_importing_from_the_cwd(planted: Path) -> None:
     assert ran(planted) == []
 
 
+def test_a_script_file_runs_without_importing_from_the_cwd(planted: Path) -> None:
+    """How pip-compile (env/_pipcompile.py) and _pipfind.py are run: ``python FILE args``."""
+    script = planted.parent / "script.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv))\n")
+    with chdir(planted):
+        done = subprocess.run(inscript.file_argv(sys.executable, script, ["a", "b"]),
+                              capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f'["{script}", "a", "b"]'
+    assert inscript.shown(inscript.file_argv("py", script, ["a"])) == ["py", str(script), "a"]
+    assert ran(planted) == []
+
+
 def test_every_python_install_sh_runs_goes_through_its_isolated_helper() -> None:
     lines = (REPO / "install.sh").read_text().splitlines()
     direct = [line.strip() for line in lines if not line.lstrip().startswith("#")

@@ -35,6 +35,8 @@ PREAMBLE = (
 )
 _RUN_MODULE = "import runpy\nrunpy.run_module({!r}, run_name='__main__', alter_sys=True)\n"
 _MODULE_RUN = re.compile(r"import runpy\nrunpy\.run_module\('([\w.]+)', .*\n", re.DOTALL)
+_RUN_FILE = ("import runpy\n_ap_sys.argv[:] = _ap_sys.argv[1:]\n"
+             "runpy.run_path(_ap_sys.argv[0], run_name='__main__')\n")
 
 
 def code_argv(python: str | Path, script: str, args: Sequence[str] = ()) -> list[str]:
@@ -50,13 +52,21 @@ def module_argv(python: str | Path, module: str, args: Sequence[str] = ()) -> li
     return [str(python), "-c", PREAMBLE + _RUN_MODULE.format(module), *args]
 
 
+def file_argv(python: str | Path, path: Path, args: Sequence[str] = ()) -> list[str]:
+    """``python path args`` as it runs here: :func:`code_argv` with runpy running the file
+    as ``__main__`` (sys.argv[0] its path), the caller's folder not on sys.path."""
+    return code_argv(python, _RUN_FILE, [str(path), *args])
+
+
 def shown(argv: Sequence[str]) -> list[str]:
     """``argv`` as a user would type it (-v output): a :func:`module_argv` command is shown
-    as ``python -m module args``."""
+    as ``python -m module args``, a :func:`file_argv` one as ``python path args``."""
     if len(argv) > 2 and argv[1] == "-c" and argv[2].startswith(PREAMBLE):
         run = _MODULE_RUN.fullmatch(argv[2][len(PREAMBLE):])
         if run:
             return [argv[0], "-m", run.group(1), *argv[3:]]
+    if len(argv) > 4 and argv[1:3] == ["-B", "-c"] and argv[3] == PREAMBLE + _RUN_FILE:
+        return [argv[0], *argv[4:]]
     return list(argv)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendpatch import cachedir, catalog, progress, redact
-from ascendpatch.env.inscript import code_argv, module_argv, shown
+from ascendpatch.env.inscript import file_argv, module_argv, shown
 from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError, InvalidInputError
 from ascendpatch.results import Hint, Phrase
@@ -192,17 +192,13 @@ def run_pip(args: Sequence[str], env: Mapping[str, str] | None = None,
     return _run(module_argv(python or sys.executable, "pip", args), env, label=label)
 
 
-_RUN_FILE = ("import runpy\n_ap_sys.argv[:] = _ap_sys.argv[1:]\n"
-             "runpy.run_path(_ap_sys.argv[0], run_name='__main__')\n")
-
-
 def run_pip_script(script: str, args: Sequence[str], label: str) \
         -> subprocess.CompletedProcess[str]:
     """A script beside this module (``_pipfind.py``) run by this tool's own interpreter with
     pip as its library, for what no pip command does without building (an sdist's bytes);
     the caller's folder is not on its sys.path (inscript.PREAMBLE)."""
     path = Path(__file__).with_name(script)
-    return _run(code_argv(sys.executable, _RUN_FILE, [str(path), *args]), None, label=label)
+    return _run(file_argv(sys.executable, path, args), None, label=label)
 
 
 def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
@@ -231,9 +227,17 @@ def piptools_venv(python: Path, version: str | None, source: Source) -> Path:
     return compile_bin
 
 
+COMPILE_SCRIPT = "_pipcompile.py"
+
+
 def pip_compile(python: Path, version: str | None, source: Source, args: Sequence[str],
                 cwd: Path, label: str) -> subprocess.CompletedProcess[str]:
     """pip-compile (pip-tools, installed from ``source``) with ``args``, for ``python``'s
-    environment, run in ``cwd``; no time limit: resolving a serving stack may take long."""
-    cmd = [str(piptools_venv(python, version, source)), *args]
+    environment, run in ``cwd``; no time limit: resolving a serving stack may take long. It
+    runs as ``_pipcompile.py`` (the same command line), which hashes a file by the sha256
+    its index states rather than downloading every platform's file from an index without
+    the PyPI JSON API (a mirror)."""
+    venv_python = piptools_venv(python, version, source).with_name("python")
+    script = Path(__file__).with_name(COMPILE_SCRIPT)
+    cmd = file_argv(venv_python, script, args)
     return _run(cmd, None, label=label, cwd=cwd, timeout=None)
