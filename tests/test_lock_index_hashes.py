@@ -90,3 +90,12 @@ def test_a_file_whose_hash_the_index_does_not_state_is_downloaded_and_hashed(
     _run, _lock, seen, _files = locked
     # once by pip's resolution, once more by pip-tools to hash it (no stated hash)
     assert seen.count("/files/hashed_bare-1.0-py3-none-any.whl") == 2, seen
+
+
+def test_the_lock_names_its_input_by_name_not_by_a_temp_path(
+        locked: tuple[Run, str, list[str], Path]) -> None:
+    """pip-compile names its input by the path it was given, a temp folder that is gone when
+    the lock is read, and that differs in every run: two locks of one stack must not differ."""
+    _run, lock, _seen, _files = locked
+    assert "# via -r stack.in" in lock, lock
+    assert "-r /" not in lock, lock

@@ -132,7 +132,10 @@ def _compile(ctx: Context, python: Path, unsafe: list[str], source: Source,
                                "under its no_deps")
         text = _index_free(result.read_text(), _tool_of(choice), ctx.manifest.name)
         constraints = Path(tmp) / PROTECTED
-        return text.replace(str(constraints), "protected packages (installed)")
+        # pip-compile names its input by the path it was given (a temp folder, gone), uv by
+        # its name: the input's name either way, so that two locks of one stack are the same
+        return text.replace(str(constraints), "protected packages (installed)") \
+            .replace(str(spec), spec.name)
 
 
 def _tool_of(choice: resolver.Choice) -> str:
