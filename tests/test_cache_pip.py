@@ -74,12 +74,18 @@ def test_lock_never_runs_a_pip_compile_another_user_planted(
     (key,) = [p.name for p in (own / "piptools").iterdir()]
     marker = tmp_path / "pip-compile-ran"
     evil = f"#!/bin/sh\ntouch {marker}\nexit 1\n".encode()
-    (own / "piptools" / key / "bin" / "pip-compile").write_bytes(evil)
+    # what lock runs: the venv's interpreter, with pip-compile's command line
+    # (env/_pipcompile.py); a link to the base interpreter, so replaced, never written through
+    ran = own / "piptools" / key / "bin" / "python"
+    ran.unlink()
+    ran.write_bytes(evil)
+    ran.chmod(0o755)
     assert _lock(tmp_path, house).code == 1 and marker.exists()  # control: this path is run
     marker.unlink()
 
     use_cache(shared, monkeypatch)
     plant(shared / "piptools" / key / "bin" / "pip-compile", evil)
+    plant(shared / "piptools" / key / "bin" / "python", evil)
     result = _lock(tmp_path, house)
     assert result.code == 1, result.err
     assert f"[FAIL] cannot use the cache: {owned_by_nobody(shared)}; pip-compile is never " \

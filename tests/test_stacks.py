@@ -148,11 +148,13 @@ def test_a_pip_compile_failure_names_the_manifest_not_a_temp_file(tmp_path: Path
 
 def test_the_bench_baseline_is_the_pip_compile_lock_runs(tmp_path: Path, house: Path) -> None:
     """bench/resolver.py times pip's own resolution of lock's request: pip-compile run directly
-    on the input lock writes for it (commands/lock.pip_compile_argv). That is the command
-    line `lock -v --resolver pip` runs, with the same input (the installed protected torch as
-    a metadata-only wheel, vl left to no_deps), and it locks what lock locks."""
+    on the input lock writes for it (commands/lock.pip_compile_argv). `lock -v --resolver pip`
+    runs the same command line through env/_pipcompile.py (pip-compile taking the hashes the
+    index states), with the same input (the installed protected torch as a metadata-only
+    wheel, vl left to no_deps), and the baseline locks what lock locks."""
     from ascendpatch.commands.context import Context
     from ascendpatch.commands.lock import pip_compile_argv
+    from ascendpatch.env import pipadapter
     from ascendpatch.env.pipadapter import Source
     from ascendpatch.env.target import from_python
     from ascendpatch.manifest import loader
@@ -167,8 +169,9 @@ def test_the_bench_baseline_is_the_pip_compile_lock_runs(tmp_path: Path, house: 
     made = _run(python, manifest, house, "-v", "lock", "-o", str(tmp_path / "stack.lock"),
                 "--resolver", "pip")
     assert made.code == 0, made.out + made.err
+    script = Path(pipadapter.__file__).with_name(pipadapter.COMPILE_SCRIPT)
     ran = [line for line in made.err.splitlines() if line.startswith("$ ")
-           and "/bin/pip-compile " in line]
+           and f" {script} " in line]
     assert len(ran) == 1, made.err
     folder = tmp_path / "input"
     folder.mkdir()
@@ -176,7 +179,8 @@ def test_the_bench_baseline_is_the_pip_compile_lock_runs(tmp_path: Path, house: 
     argv = pip_compile_argv(ctx, folder, Source(wheelhouse=house, offline=True))
     lock_folder = re.search(r"-o (\S+)/lock\.txt ", ran[0])
     assert lock_folder is not None, ran[0]
-    assert ran[0].replace(lock_folder.group(1), str(folder)) == "$ " + shlex.join(argv)
+    through_script = [str(Path(argv[0]).with_name("python")), str(script), *argv[1:]]
+    assert ran[0].replace(lock_folder.group(1), str(folder)) == "$ " + shlex.join(through_script)
     assert (folder / "test.in").read_text().splitlines()[2:] == ["asc==1.0", "uses-torch==1.0"]
     assert "torch @ file://" in (folder / "protected.txt").read_text()
     own = subprocess.run(argv, cwd=folder, capture_output=True, text=True, check=False)
