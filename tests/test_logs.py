@@ -319,3 +319,28 @@ def test_an_overridden_quantization_is_a_fault_in_real_wording(tmp_path: Path) -
         fmt % ("ascend", "/models/m", "fp8", "ascend")
     result = run_cli("logs", _log(tmp_path, [line, STARTED]))
     assert result.code == 1 and "quantization-overridden" in result.out, result.out
+
+
+def test_a_terminated_worker_never_stands_in_for_the_exception_above_it(tmp_path: Path) -> None:
+    """vLLM prints "WorkerProc was terminated" when a worker takes SIGTERM, after whatever
+    ended the server: an exception no rule names stays the finding, with or without it (a
+    review found a crash_fix on this rule folding the exception into it, and the same crash
+    'gone since' its baseline)."""
+    api = "(APIServer pid=4200) "
+    crash = [STARTED, f"{api}Traceback (most recent call last):",
+             f'{api}  File "/usr/lib/python3.11/site-packages/my_plugin/middleware.py", line 42, '
+             "in __call__", f"{api}    raise KeyError(scope['x-tenant'])",
+             f"{api}KeyError: 'x-tenant'"]
+    terminated = [f"(Worker_TP{n} pid=435{n}) WARNING 12-02 22:25:13 [multiproc_executor.py:884] "
+                  "WorkerProc was terminated" for n in range(2)]
+    alone = run_cli("logs", _log(tmp_path, crash, "alone.log"))
+    both = run_cli("logs", _log(tmp_path, crash + terminated, "both.log"))
+    assert both.code == alone.code, both.out
+    assert "KeyError: 'x-tenant'" in "".join(_lines(both.out, "[WARN]")), both.out
+    assert "[FAIL]" not in both.out and "known-benign (2x)" in both.out, both.out
+    compared = run_cli("logs", "--baseline", tmp_path / "alone.log", tmp_path / "both.log")
+    assert "gone since" not in compared.out, compared.out
+
+
+def _lines(out: str, tag: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith(tag)]
