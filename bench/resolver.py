@@ -15,7 +15,11 @@ goal is uv <= 0.2x pip's own. Cases:
   under no_deps) on the sandbox; its baseline is pip-compile run directly on the input lock
   writes for it (the stack's pins less the protected and no_deps ones, constrained to the
   target's protected packages as metadata-only wheels: commands/lock.pip_compile_argv, the
-  command line ``lock --resolver pip`` runs).
+  arguments ``lock --resolver pip`` gives pip-compile). lock runs them through
+  env/_pipcompile.py, which takes the hashes the index states; the baseline is stock
+  pip-compile, which downloads every file of each pin to hash it from an index without the
+  PyPI JSON API (this machine's): pip/pip's own shows that difference, uv/pip's own does not
+  depend on it.
 
 Each row prints uv/pip's own (the goal) and pip/pip's own: ascendpatch's own cost around the
 resolution it hands to pip (a second resolution or an extra pip run would show there). Figures
@@ -175,9 +179,10 @@ def index_case(python: Path, env: dict[str, str], repeat: int) -> None:
 
 
 def lock_own(python: Path, manifest: str, folder: Path) -> Side:
-    """pip's own resolution of lock's request: pip-compile run directly on the input lock
-    writes for it (commands/lock.pip_compile_argv: the same command line, constraints and
-    no_deps handling), a fresh output each run as lock's own temp folder has."""
+    """pip's own resolution of lock's request: stock pip-compile run directly on the input
+    lock writes for it (commands/lock.pip_compile_argv: the same arguments, constraints and
+    no_deps handling; lock runs them through env/_pipcompile.py), a fresh output each run as
+    lock's own temp folder has."""
     from ascendpatch.commands.context import Context
     from ascendpatch.commands.lock import pip_compile_argv
     from ascendpatch.env.target import from_python

@@ -182,10 +182,10 @@ def _pip_compile_args(unsafe: list[str], source: Source, spec: Path, result: Pat
 
 
 def pip_compile_argv(ctx: Context, folder: Path, source: Source = ONLINE) -> list[str]:
-    """The pip-compile command line ``lock --resolver pip`` runs (in the input's folder), its
-    input written into ``folder`` by :func:`write_input` and kept there, its output
-    ``folder/lock.txt``: pip's own resolution of the request lock makes, for
-    bench/resolver.py to time as the baseline."""
+    """Stock pip-compile with the arguments ``lock --resolver pip`` gives it (in the input's
+    folder; lock runs them through env/_pipcompile.py), its input written into ``folder`` by
+    :func:`write_input` and kept there, its output ``folder/lock.txt``: pip's own resolution
+    of the request lock makes, for bench/resolver.py to time as the baseline."""
     python = ctx.target.python
     if python is None:
         raise InvalidInputError("lock needs an interpreter target (--python)")
