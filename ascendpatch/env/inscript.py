@@ -65,7 +65,7 @@ def shown(argv: Sequence[str]) -> list[str]:
         run = _MODULE_RUN.fullmatch(argv[2][len(PREAMBLE):])
         if run:
             return [argv[0], "-m", run.group(1), *argv[3:]]
-    if len(argv) > 4 and argv[1:3] == ["-B", "-c"] and argv[3] == PREAMBLE + _RUN_FILE:
+    if len(argv) > 4 and list(argv[1:3]) == ["-B", "-c"] and argv[3] == PREAMBLE + _RUN_FILE:
         return [argv[0], *argv[4:]]
     return list(argv)
 
