@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ascendpatch.env import inscript
+from ascendpatch.env import inscript, uvbin
 from tests.kit import run_cli
 
 SPY = """
@@ -245,3 +245,71 @@ def test_a_second_interrupt_while_stopping_still_stops_the_rest(
     assert target._unfinished == []
     for run in runs:  # the one being stopped when the interrupt came too
         assert run.proc.returncode is not None and not Path(f"/proc/{run.proc.pid}").exists()
+
+
+READ_SPY = """
+import sys
+from ascendpatch.env import inscript, pipconfig
+real = inscript.Running.__init__
+def recording(self, python, script, args=(), env=None):
+    what = "READ" if script == pipconfig._READ else "INSPECT"
+    when = "late" if "ascendpatch.commands.install" in sys.modules else "early"
+    print(f"START {what} {when}", file=sys.stderr)
+    real(self, python, script, args, env)
+inscript.Running.__init__ = recording
+from ascendpatch.shell.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_pips_settings_are_read_once_and_while_install_loads_once_the_target_is_known(
+        small_venv: Path, tmp_path: Path) -> None:
+    """install's reading of pip's settings (the resolver's choice, the pre-flight's key: a
+    Python start importing pip, 0.1 s) starts in the parser as soon as the target is known
+    from its cached report, and the command takes that read: it is started once. Cold, the
+    target interpreter is still running then: the read waits for the command, as before.
+    The mirror a pip.conf names reaches uv either way."""
+    if uvbin.find().path is None:
+        pytest.skip("uv is not installed with ascendpatch here (ascendpatch[fast])")
+    house = tmp_path / "house"
+    house.mkdir()
+    links = tmp_path / "mirror-links"
+    links.mkdir()
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nfind-links = {links}\n")
+    env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache"),
+           "PIP_CONFIG_FILE": str(conf)}
+    words = ["--python", str(small_venv), "-v", "install", "--dry-run", "--resolver", "uv",
+             "--offline", "--wheelhouse", str(house), "six"]
+    said = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", READ_SPY, *words], capture_output=True,
+                              text=True, env=env, timeout=120, check=False)
+        assert proc.returncode == 1, proc.stderr  # (six is in no wheelhouse)
+        assert "uv cannot resolve six" in proc.stdout + proc.stderr
+        said.append([line for line in proc.stderr.splitlines() if line.startswith("START")])
+        assert f"--find-links {links}" in proc.stderr  # uv was given pip's find-links
+    assert said == [["START INSPECT early", "START READ late"], ["START READ early"]]
+
+
+def test_a_run_that_fails_after_pips_settings_were_prefetched_leaves_no_process(
+        small_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser started reading pip's settings (here from a FIFO no one writes: pip waits
+    for ever), then refused a later word (exit 2): the read is stopped and reaped at once."""
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
+    assert run_cli("--python", small_venv, "status").code in (0, 1)  # the report is cached
+    fifo = tmp_path / "pip.conf"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(fifo))
+    started = _recording(monkeypatch)
+    began = time.monotonic()
+    result = run_cli("--python", small_venv, "install", "--resolver", "never")
+    assert result.code == 2, result.err
+    assert time.monotonic() - began < 30  # (not the 60 s the read may take)
+    assert [run.python for run in started] == [small_venv]
+    proc = started[0].proc
+    assert proc.returncode is not None, "the prefetched read was left running"
+    assert not Path(f"/proc/{proc.pid}").exists()  # and reaped
+    from ascendpatch.env import pipconfig
+
+    assert pipconfig._started == {}  # and forgotten: the next command reads afresh

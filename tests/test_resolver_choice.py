@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ascendpatch.env import pipconfig, pipindex, resolver, stackcheck, uvbin
+from ascendpatch.env import inscript, pipconfig, pipindex, resolver, stackcheck, uvbin
 from ascendpatch.env.pipadapter import ONLINE
 from ascendpatch.env.target import from_python, from_site_packages
 from ascendpatch.errors import InvalidInputError
@@ -160,13 +160,13 @@ def test_the_pre_flight_cache_key_is_the_pip_settings_the_choice_read(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "none"))
     reads: list[object] = []
-    real = pipconfig._read
+    real = pipconfig._start
 
-    def counted(*args: Any) -> pipconfig.Settings:
+    def counted(*args: Any) -> inscript.Running:
         reads.append(args)
         return real(*args)
 
-    monkeypatch.setattr(pipconfig, "_read", counted)
+    monkeypatch.setattr(pipconfig, "_start", counted)
     monkeypatch.setattr(pipindex, "_ask", lambda *a: pytest.fail("a pip run for the key"))
     target = from_python(Path(sys.executable))
     conf = tmp_path / "pip.conf"
@@ -230,5 +230,5 @@ def test_an_answer_that_is_not_the_readers_is_untranslatable(tmp_path: Path) -> 
     fake.chmod(0o755)
     with pytest.raises(pipconfig.Untranslatable, match="no answer"):
         pipconfig.read(fake, "install")
-    with pytest.raises(pipconfig.Untranslatable, match="FileNotFoundError"):
+    with pytest.raises(pipconfig.Untranslatable, match="missing does not exist"):
         pipconfig.read(tmp_path / "missing", "install")

@@ -166,6 +166,19 @@ class Running:
             proc.communicate()
 
 
+def stop_all(running: list[Running]) -> None:
+    """Stop and reap every script of ``running``, emptying it; a second Ctrl-C while one is
+    being stopped still stops the others."""
+    try:
+        while running:
+            running[-1].stop()
+            running.pop()
+    finally:
+        while running:
+            with contextlib.suppress(Exception, KeyboardInterrupt):
+                running.pop().stop()
+
+
 def run_json(python: Path, script: str, args: Sequence[str] = (), timeout: float = 120.0,
              env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return Running(python, script, args, env).json(timeout)

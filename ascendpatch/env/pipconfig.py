@@ -13,9 +13,7 @@ for port / catalog-check through pip's own finder, env/_pipfind.py.)
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascendpatch import redact
-from ascendpatch.env.inscript import code_argv
+from ascendpatch.env import inscript
 
 if TYPE_CHECKING:
     from ascendpatch.env.target import Target
@@ -47,7 +45,7 @@ for key, value in flat(config.items()):
     section, _, name = key.partition(".")
     if section in found:
         found[section].append((name, value))
-print(json.dumps([[n, v] for section in order for n, v in found[section]]))
+print(json.dumps({"settings": [[n, v] for section in order for n, v in found[section]]}))
 """
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -77,10 +75,14 @@ class UvSettings:
 
 
 Settings = tuple[tuple[str, str], ...]
+_Key = tuple[str, str, str, frozenset[tuple[str, str]]]
 # What this process has read, by (interpreter, pip, command, environment): a command asks twice
 # (the resolver's choice, the pre-flight cache's key) and each ask is a Python start importing
 # pip. Nothing in ascendpatch changes pip's configuration or os.environ while it runs.
-_READ_BEFORE: dict[tuple[str, str, str, frozenset[tuple[str, str]]], Settings] = {}
+_READ_BEFORE: dict[_Key, Settings] = {}
+# Reads the parser started (prefetch) and no one has waited for yet, by the same key.
+_started: dict[_Key, inscript.Running] = {}
+_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -111,36 +113,67 @@ def read(source: Path | Reader, command: str, env: Mapping[str, str] | None = No
         -> list[tuple[str, str]]:
     """pip's effective settings for ``command`` as ``source`` (an interpreter with its own pip,
     or a :class:`Reader`) reads them, lowest precedence first (read once per process for the
-    same reader, command and environment)."""
+    same reader, command and environment; a read :func:`prefetch` started is waited for)."""
     who = source if isinstance(source, Reader) else Reader(source)
-    key = (str(who.python), who.pip_path, command,
-           frozenset((os.environ if env is None else env).items()))
+    key = _key(who, command, env)
     if key not in _READ_BEFORE:
-        _READ_BEFORE[key] = _read(who, command, env)
+        running = _started.pop(key, None)
+        _READ_BEFORE[key] = _answer(running if running is not None else _start(who, command, env))
     return list(_READ_BEFORE[key])
 
 
-def _read(who: Reader, command: str, env: Mapping[str, str] | None) -> Settings:
+def prefetch(who: Reader, command: str) -> None:
+    """Start reading pip's settings for ``command`` in this process's environment now, for the
+    next :func:`read` of the same: the parser calls it as soon as it knows the target, so that
+    pip's import (about 0.1 s) runs while the command's modules load. A failure to start is
+    left for that read to meet and word, as always."""
+    key = _key(who, command, None)
+    if key not in _READ_BEFORE and key not in _started:
+        try:
+            _started[key] = inscript.Running(who.python, _READ, [command, who.pip_path])
+        except inscript.ScriptError:
+            return
+
+
+def stop_unfinished() -> None:
+    """The end of a run (cli's error boundary): a read the parser started and no command
+    waited for is stopped and reaped, and forgotten."""
+    running = list(_started.values())
+    _started.clear()
+    inscript.stop_all(running)
+
+
+def _key(who: Reader, command: str, env: Mapping[str, str] | None) -> _Key:
+    return (str(who.python), who.pip_path, command,
+            frozenset((os.environ if env is None else env).items()))
+
+
+def _start(who: Reader, command: str, env: Mapping[str, str] | None) -> inscript.Running:
+    try:
+        return inscript.Running(who.python, _READ, [command, who.pip_path], env=env)
+    except inscript.ScriptError as exc:  # it cannot start: "... does not exist"
+        raise Untranslatable(f"pip's configuration could not be read ({exc})") from None
+
+
+def _answer(running: inscript.Running) -> Settings:
     """Untranslatable for every way the reading can fail: pip's complaint, no answer in time,
-    an interpreter that cannot start, or an answer that is not the script's (a ``.pth`` that
-    prints)."""
+    or an answer that is not the script's (a ``.pth`` that prints)."""
     try:
-        proc = subprocess.run(code_argv(who.python, _READ, [command, who.pip_path]),
-                              capture_output=True, text=True, check=False,
-                              stdin=subprocess.DEVNULL, timeout=60,
-                              env=dict(env) if env is not None else None)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise Untranslatable(f"pip's configuration could not be read ({type(exc).__name__})") \
-            from None
-    if proc.returncode != 0:
+        doc = running.json(timeout=_TIMEOUT)
+    except inscript.ScriptError as exc:
+        if isinstance(exc, inscript.ScriptTimeout):
+            raise Untranslatable(f"pip's configuration could not be read (no answer within "
+                                 f"{_TIMEOUT:.0f} s)") from None
+        if running.proc.returncode == 0:
+            raise Untranslatable("pip's configuration could not be read (no answer)") from None
         # pip's parser quotes the bad line, which may hold an index password: mask, then cut
-        reason = redact.text((proc.stderr.strip().splitlines() or ["?"])[-1])[:200]
-        raise Untranslatable(f"pip's configuration could not be read ({reason})")
-    try:
-        pairs = json.loads((proc.stdout.strip().splitlines() or [""])[-1])
-        return tuple((str(name), str(value)) for name, value in pairs)
-    except (ValueError, TypeError):
-        raise Untranslatable("pip's configuration could not be read (no answer)") from None
+        reason = redact.text(str(exc))[:200]
+        raise Untranslatable(f"pip's configuration could not be read ({reason})") from None
+    pairs = doc.get("settings")
+    if not isinstance(pairs, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 for pair in pairs):
+        raise Untranslatable("pip's configuration could not be read (no answer)")
+    return tuple((str(name), str(value)) for name, value in pairs)
 
 
 # not part of what pip finds, and may hold a password that is not in a URL (user:pw@proxy)

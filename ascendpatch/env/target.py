@@ -256,14 +256,24 @@ def stop_unfinished() -> None:
     parser started that no command took, or one a Ctrl-C left between its start and its
     wait) is stopped, and reaped; what was prefetched is forgotten."""
     _prefetched.clear()
-    try:
-        while _unfinished:
-            _unfinished[-1].stop()
-            _unfinished.pop()
-    finally:  # (a second Ctrl-C while stopping one: the others are still stopped)
-        while _unfinished:
-            with contextlib.suppress(Exception, KeyboardInterrupt):
-                _unfinished.pop().stop()
+    inscript.stop_all(_unfinished)
+
+
+def answered(python: Path) -> Target | None:
+    """The target the parser's :func:`prefetch` of ``python`` already has, without waiting:
+    its cached report still held (introcache). None while the target interpreter runs."""
+    ready = _prefetched.get(python)
+    return ready.target if isinstance(ready, _Answered) else None
+
+
+class _Answered:
+    """A :func:`start_python` answered at once, from the cached report."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def __call__(self) -> Target:
+        return self.target
 
 
 def start_python(python: Path) -> Callable[[], Target]:
@@ -282,8 +292,7 @@ def start_python(python: Path) -> Callable[[], Target]:
     script = introspection_script()
     info = introcache.load(python, script)  # nothing runs in the target when nothing changed
     if info is not None:
-        cached = _target_from_report(python, info)
-        return lambda: cached
+        return _Answered(_target_from_report(python, info))
     try:
         running = inscript.Running(python, script)
     except inscript.ScriptError as exc:

@@ -139,11 +139,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _stop_unfinished() -> None:
-    """A target inspection still running (the parser started it and no command took it, or
-    the run ended before its command waited for it) is stopped and reaped."""
-    started = sys.modules.get("ascendpatch.env.target")
-    if started is not None:
-        started.stop_unfinished()
+    """A target inspection or a reading of pip's settings still running (the parser started
+    it and no command took it, or the run ended before its command waited for it) is stopped
+    and reaped."""
+    for name in ("ascendpatch.env.target", "ascendpatch.env.pipconfig"):
+        started = sys.modules.get(name)
+        if started is not None:
+            started.stop_unfinished()
 
 
 def _fail(run: _Run, message: str, code: int, log: str | None = None,

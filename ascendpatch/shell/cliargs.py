@@ -207,6 +207,11 @@ REACH = {"apply": Reach.SITE, "plan": Reach.SITE, "revert": Reach.SITE, "status"
          "serve": Reach.INTERPRETER}
 
 
+# Commands that read pip's settings for install (the resolver's choice, the pre-flight's cache
+# key: env/pipconfig.py): the parser starts that read too, once it knows the target (_prefetch).
+READS_PIP_CONFIG = ("install", "lock")
+
+
 def reach(command: str | None) -> Reach:
     return REACH.get(command or "", Reach.NONE)
 
@@ -283,16 +288,23 @@ def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) 
     """A target named by ``--python`` before the command word (which wins over every other way
     of naming one) starts being inspected now, before the command's modules load, for a command
     that reaches into its target (env.target.prefetch; main's error boundary stops what no
-    command took). The words after the command are not parsed yet: when any of them could be
-    read as one of :data:`_NOT_PREFETCHED` (argparse takes any unambiguous prefix: ``--py``,
-    ``--hel``) or as ``-h`` (alone or in a cluster such as ``-qh``), nothing is started; a
-    prefetch is only ever a head start."""
+    command took); for install and lock, once the target is known from its cached report,
+    the reading of pip's settings starts too (env.pipconfig.prefetch). The words after the
+    command are not parsed yet: when any of them could be read as one of
+    :data:`_NOT_PREFETCHED` (argparse takes any unambiguous prefix: ``--py``, ``--hel``) or as
+    ``-h`` (alone or in a cluster such as ``-qh``), nothing is started; a prefetch is only
+    ever a head start."""
     python = getattr(namespace, "python", None)
     if python is None or reach(command) is Reach.NONE or _may_change_the_target(rest):
         return
     from ascendpatch.env import target
 
     target.prefetch(python)  # (a Path already: the option's type is cliargs.path)
+    known = target.answered(python) if command in READS_PIP_CONFIG else None
+    if known is not None:  # (while its interpreter still runs, pip's settings wait for it)
+        from ascendpatch.env import pipconfig
+
+        pipconfig.prefetch(pipconfig.reader(known), "install")
 
 
 def _may_change_the_target(rest: Sequence[str]) -> bool:
