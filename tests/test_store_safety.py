@@ -256,6 +256,39 @@ def test_an_outward_symlink_is_refused(env: dict[str, Path]) -> None:
     assert outside.read_text() == MOD
 
 
+def test_the_guard_resolves_each_file_of_an_artifact_once_and_never_remembers_a_refusal(
+        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file of an artifact is resolved by the path guard once per run (prepare, before
+    anything is written; inspect and the engine take that answer: a catalog of 226 patches
+    walked ~2,000 paths up from / on every re-apply). A refused path is asked again each time:
+    the outward link planted after a first, refused run is refused the second time too."""
+    from ascendpatch.store.root import Root
+
+    asked: list[str] = []
+    real = Root.locate
+
+    def counted(self: Root, rel: str, *, origin: str) -> tuple[Path, tuple[str, ...]]:
+        if origin.startswith("artifact "):
+            asked.append(f"{origin}:{rel}")
+        return real(self, rel, origin=origin)
+
+    monkeypatch.setattr(Root, "locate", counted)
+    assert cli(env, "apply").code == 0
+    assert cli(env, "status").code == 0
+    # the patch's two files, once in each of the two runs
+    assert sorted(asked) == sorted(["artifact demo-fix:demo/mod.py",
+                                    "artifact demo-fix:demo/other.py"] * 2)
+    mod = env["site"] / "demo/mod.py"
+    outside = env["tmp"] / "outside.py"
+    outside.write_text(MOD)
+    mod.unlink()
+    mod.symlink_to(outside)
+    for _ in range(2):
+        result = cli(env, "apply")
+        assert result.code == 2 and "outside the target" in result.err
+    assert outside.read_text() == MOD
+
+
 def test_created_folders_go_on_revert_and_on_rollback(env: dict[str, Path]) -> None:
     (env["tmp"] / "new.patch").write_text(NEW_FILE_PATCH)
     manifest = write_manifest(env["tmp"] / "new.yaml", [{

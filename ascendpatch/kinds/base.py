@@ -96,12 +96,23 @@ class ArtifactSite:
         """The tree, its real location resolved once for every file of the artifact."""
         return Root(self.root)
 
+    @cached_property
+    def _guarded(self) -> dict[str, Path]:
+        return {}
+
     def path(self, rel: str) -> Path:
+        """``rel`` under the site's tree, through the path guard: once per file of the
+        artifact (prepare guards it before anything is written; inspect and the engine ask
+        again: each a walk of lstat calls up from /). A refusal is never remembered."""
+        known = self._guarded.get(rel)
+        if known is not None:
+            return known
         origin = f"artifact {self.artifact.id}"
         path, parts = self._tree.locate(rel, origin=origin)
         if STATE_DIR in PurePosixPath(rel).parts or STATE_DIR in parts:
             raise UnsafePathError(f"{origin}: path {rel!r} is inside ascendpatch's own state "
                                   f"folder {STATE_DIR}/; a patch may not change it")
+        self._guarded[rel] = path
         return path
 
     def read(self, rel: str) -> tuple[Path, bytes | None]:
