@@ -3,8 +3,10 @@ a crash's echoes folded, client errors apart from server faults."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from ascendpatch.deploy.logs import load_rules, triage
 from tests.kit import run_cli
 
 STARTED = "(APIServer pid=300) INFO:     Application startup complete."
@@ -116,6 +118,29 @@ def test_a_version_mismatch_warning_explains_the_crash_that_follows(tmp_path: Pa
     crashed = run_cli("logs", _log(tmp_path, [warning, "Traceback (most recent call last):",
                                               *_frames("", 2)], "crash.log"))
     assert "vllm-omni-version-mismatch" in "".join(_lines_of(crashed.out, "[FAIL]"))
+
+
+def test_a_line_after_a_crash_never_explains_it(tmp_path: Path) -> None:
+    """A benign line with a crash_fix explains an unnamed crash only when it came before it:
+    the same version warning printed after the traceback leaves the exception the finding.
+    So does any line a stop prints after whatever ended the server, even one given a
+    crash_fix (a review found 'WorkerProc was terminated' with one standing in for a
+    KeyError)."""
+    warning = ("/x/vllm_omni/version.py:55: RuntimeWarning: vLLM and vLLM-Omni appear to have "
+               "mismatched major/minor versions:")
+    crash = ["Traceback (most recent call last):", *_frames("", 2), "KeyError: 'x-tenant'"]
+    after = run_cli("logs", _log(tmp_path, [STARTED, *crash, warning], "after.log"))
+    assert "[FAIL]" not in after.out, after.out
+    assert "KeyError: 'x-tenant'" in "".join(_lines_of(after.out, "[WARN]")), after.out
+    rules = [replace(r, crash_fix="look for the OOM killer") if r.id == "worker-terminated"
+             else r for r in load_rules()]
+    terminated = ("(Worker_TP0 pid=4350) WARNING 12-02 22:25:13 [multiproc_executor.py:884] "
+                  "WorkerProc was terminated")
+    found = triage([STARTED, *crash, terminated], rules)
+    assert found.faults == [] and [f.line for f in found.crashes] == ["KeyError: 'x-tenant'"]
+    assert [f.rule.id for f in found.benign if f.rule] == ["worker-terminated"]
+    before = triage([STARTED, terminated, *crash], rules)  # (the control: it did come first)
+    assert [f.rule.id for f in before.faults if f.rule] == ["worker-terminated"]
 
 
 def test_an_error_message_s_indented_body_folds_into_its_fault(tmp_path: Path) -> None:

@@ -154,6 +154,7 @@ class Triager:
         self._screen = Screen([*self.versioned, *self.faults])
         self._tracebacks: dict[str, Traceback] = {}
         self._pending: dict[tuple[str, ...], _Pending] = {}
+        self._crashed_at: int | None = None  # the first line of the first crash
 
     def feed(self, number: int, line: str) -> None:
         self.result.lines = number
@@ -163,7 +164,7 @@ class Triager:
         traceback = self._traceback(process)
         scaffolding = traceback.scaffolding(body)
         if scaffolding and traceback.open:
-            self.result.crashed = True
+            self._crash(number)
         candidates = self._screen.candidates(line)
         if candidates and self._versioned(number, line, process, candidates):
             return
@@ -178,7 +179,7 @@ class Triager:
     def _plain(self, number: int, line: str, process: str, body: str,
                traceback: Traceback) -> None:
         if is_exception(body):
-            self.result.crashed = True
+            self._crash(number)
             traceback.close()
             self.result.add("crashes", None, number, line, process=process)
             return
@@ -281,12 +282,21 @@ class Triager:
         if found is not None:
             found.count += pending.count - 1
 
+    def _crash(self, number: int) -> None:
+        self.result.crashed = True
+        if self._crashed_at is None:
+            self._crashed_at = number
+
     def _explain_crash(self) -> None:
+        """A crash no rule names is explained by a benign line with a ``crash_fix`` seen
+        before it (vllm-omni's version warning at start-up), never by one that came after:
+        what a stop prints once the server is going cannot be why it went."""
         result = self.result
-        if result.faults or not result.crashed:
+        if result.faults or not result.crashed or self._crashed_at is None:
             return
         for finding in list(result.benign):
-            if finding.rule is not None and finding.rule.crash_fix:
+            if finding.rule is not None and finding.rule.crash_fix \
+                    and finding.line_no < self._crashed_at:
                 result.benign.remove(finding)
                 finding.rule = replace(finding.rule, kind="fault", text=finding.rule.crash_fix)
                 finding.key = f"faults:{finding.rule.id}"
