@@ -6,11 +6,13 @@ after a hostile journal, ledger, link or patch, it must hold exactly what it hel
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -256,12 +258,11 @@ def test_an_outward_symlink_is_refused(env: dict[str, Path]) -> None:
     assert outside.read_text() == MOD
 
 
-def test_the_guard_resolves_each_file_of_an_artifact_once_and_never_remembers_a_refusal(
+def test_the_guard_resolves_each_file_of_an_artifact_once(
         env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """Each file of an artifact is resolved by the path guard once per run (prepare, before
     anything is written; inspect and the engine take that answer: a catalog of 226 patches
-    walked ~2,000 paths up from / on every re-apply). A refused path is asked again each time:
-    the outward link planted after a first, refused run is refused the second time too."""
+    walked ~2,000 paths up from / on every re-apply)."""
     from ascendpatch.store.root import Root
 
     asked: list[str] = []
@@ -278,15 +279,71 @@ def test_the_guard_resolves_each_file_of_an_artifact_once_and_never_remembers_a_
     # the patch's two files, once in each of the two runs
     assert sorted(asked) == sorted(["artifact demo-fix:demo/mod.py",
                                     "artifact demo-fix:demo/other.py"] * 2)
-    mod = env["site"] / "demo/mod.py"
-    outside = env["tmp"] / "outside.py"
-    outside.write_text(MOD)
-    mod.unlink()
-    mod.symlink_to(outside)
+
+
+def test_a_refusal_is_never_remembered(tmp_path: Path) -> None:
+    """The same site asked again after a refusal looks again: refused while the link leads
+    out, answered once it is gone."""
+    from ascendpatch.errors import UnsafePathError
+    from ascendpatch.kinds.base import ArtifactSite
+    from ascendpatch.manifest.model import Artifact, Variant
+
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    tree.mkdir()
+    outside.mkdir()
+    (tree / "pkg").symlink_to(outside)
+    variant = Variant(">=0", None, (), {})
+    site = ArtifactSite(Artifact("a", "A", "diff", "pkg", (variant,)), variant, None, tree, None)
     for _ in range(2):
-        result = cli(env, "apply")
-        assert result.code == 2 and "outside the target" in result.err
-    assert outside.read_text() == MOD
+        with pytest.raises(UnsafePathError, match="outside the target"):
+            site.path("pkg/mod.py")
+    (tree / "pkg").unlink()
+    (tree / "pkg").mkdir()
+    assert site.path("pkg/mod.py") == tree / "pkg" / "mod.py"
+
+
+@pytest.mark.parametrize("proc", [True, False], ids=["/proc", "no /proc"])
+@pytest.mark.parametrize("command", [("apply", "--dry-run", "--diff"), ("status", "--json")])
+def test_a_folder_swapped_for_an_outward_link_after_the_guard_looked_is_not_read(
+        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...],
+        proc: bool) -> None:
+    """The guard looks at every artifact's files first (prepare), and reads come later: a
+    folder swapped for a link out of the tree in between is refused where the file is opened
+    (where it really lies, before a byte is read), not shown in a diff or hashed in --json (a
+    review found both, through the guard's memory of a name). Without /proc the whole guard
+    runs again after the open."""
+    from ascendpatch.kinds import KINDS
+
+    if not proc:
+        real_readlink = Path.readlink
+
+        def no_proc(self: Path) -> Path:
+            if str(self).startswith("/proc/self/fd/"):
+                raise FileNotFoundError(str(self))
+            return real_readlink(self)
+
+        monkeypatch.setattr(Path, "readlink", no_proc)
+
+    outside = env["tmp"] / "outside"
+    shutil.copytree(env["site"] / "demo", outside)
+    with (outside / "mod.py").open("a") as handle:
+        handle.write("# root:stand-in-for-a-secret\n")
+    kind = type(KINDS["diff"])
+    real_prepare = kind.prepare
+
+    def then_swapped(self: Any, site: Any) -> None:
+        real_prepare(self, site)
+        moved = env["tmp"] / "demo-moved"
+        if not moved.exists():
+            (env["site"] / "demo").rename(moved)
+            (env["site"] / "demo").symlink_to(outside)
+
+    monkeypatch.setattr(kind, "prepare", then_swapped)
+    result = cli(env, *command)
+    assert result.code == 2, result.out + result.err
+    assert "outside the target" in result.out + result.err  # (--json: in its error object)
+    assert "stand-in-for-a-secret" not in result.out + result.err
+    assert hashlib.sha256((outside / "mod.py").read_bytes()).hexdigest() not in result.out
 
 
 def test_created_folders_go_on_revert_and_on_rollback(env: dict[str, Path]) -> None:

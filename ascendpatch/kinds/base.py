@@ -32,7 +32,7 @@ Glossary (each word means one thing):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -43,7 +43,7 @@ from ascendpatch.errors import AscendpatchError, InvalidInputError, RefusedError
 from ascendpatch.hashing import sha256_optional
 from ascendpatch.manifest import schema as s
 from ascendpatch.manifest.model import Artifact, Variant
-from ascendpatch.paths import NotRegularFileError, open_regular
+from ascendpatch.paths import NotRegularFileError, below, open_regular
 from ascendpatch.pipeline.filestate import UNKNOWN as UNKNOWN
 from ascendpatch.pipeline.filestate import Content as Content
 from ascendpatch.pipeline.filestate import FileState
@@ -116,9 +116,33 @@ class ArtifactSite:
         return path
 
     def read(self, rel: str) -> tuple[Path, bytes | None]:
-        """The file's bytes (None: absent); see :func:`read_target_file`."""
+        """The file's bytes (None: absent); see :func:`read_target_file`. The guard may have
+        looked at ``rel`` a while ago (prepare, for every artifact first): the file opened is
+        checked again where it really lies, before a byte of it is read, so a folder swapped
+        for a link out of the tree since is refused, not read."""
         path = self.path(rel)
-        return path, read_target_file(path, self.artifact)
+        return path, read_target_file(path, self.artifact,
+                                      opened=lambda fd: self._opened_inside(rel, fd))
+
+    def _opened_inside(self, rel: str, fd: int) -> None:
+        """Where the open ``fd`` really lies (the kernel's own name for it, no walk), below
+        the tree and outside the state folder; without /proc, the whole guard again."""
+        try:
+            real = str(Path(f"/proc/self/fd/{fd}").readlink())
+        except OSError:
+            real = ""
+        if not real.startswith("/"):
+            self._guarded.pop(rel, None)
+            self.path(rel)
+            return
+        origin = f"artifact {self.artifact.id}"
+        parts = below(PurePosixPath(real), self._tree.real)
+        if parts is None:
+            raise UnsafePathError(f"{origin}: path {rel!r} resolves to {real}, outside the "
+                                  f"target {self._tree.real} (a symlink leads out of the tree)")
+        if STATE_DIR in parts:
+            raise UnsafePathError(f"{origin}: path {rel!r} is inside ascendpatch's own state "
+                                  f"folder {STATE_DIR}/; a patch may not change it")
 
     def record_sha256(self, rel: str) -> str | None:
         if self.dist is None:
@@ -127,11 +151,12 @@ class ArtifactSite:
         return entry.sha256 if entry else None
 
 
-def read_target_file(path: Path, artifact: Artifact) -> bytes | None:
+def read_target_file(path: Path, artifact: Artifact,
+                     opened: Callable[[int], None] | None = None) -> bytes | None:
     """The bytes of a file of the target (None: absent). A FIFO, device or folder where
     ``artifact`` expects a file is refused: opening it without O_NONBLOCK would hang every
     command. So is a file (or folder on the way) this user may not read: one line, before
-    anything is written."""
+    anything is written. ``opened`` checks the open descriptor before anything is read."""
     try:
         handle, _info = open_regular(path)
     except FileNotFoundError:
@@ -149,6 +174,8 @@ def read_target_file(path: Path, artifact: Artifact) -> bytes | None:
             fix=f"move it aside (mv {path} {path}.bad) and reinstall the package that "
                 "ships it") from None
     with handle:
+        if opened is not None:
+            opened(handle.fileno())
         return handle.read()
 
 
