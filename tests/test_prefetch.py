@@ -4,7 +4,9 @@ that then takes it, and never left running when no command does."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -251,11 +253,11 @@ READ_SPY = """
 import sys
 from ascendpatch.env import inscript, pipconfig
 real = inscript.Running.__init__
-def recording(self, python, script, args=(), env=None):
+def recording(self, python, script, args=(), env=None, **options):
     what = "READ" if script == pipconfig._READ else "INSPECT"
     when = "late" if "ascendpatch.commands.install" in sys.modules else "early"
     print(f"START {what} {when}", file=sys.stderr)
-    real(self, python, script, args, env)
+    real(self, python, script, args, env, **options)
 inscript.Running.__init__ = recording
 from ascendpatch.shell.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -268,17 +270,17 @@ def test_pips_settings_are_read_once_and_while_install_loads_once_the_target_is_
     Python start importing pip, 0.1 s) starts in the parser as soon as the target is known
     from its cached report, and the command takes that read: it is started once. Cold, the
     target interpreter is still running then: the read waits for the command, as before.
-    The mirror a pip.conf names reaches uv either way."""
+    pip's find-links reaches uv either way."""
     if uvbin.find().path is None:
         pytest.skip("uv is not installed with ascendpatch here (ascendpatch[fast])")
     house = tmp_path / "house"
     house.mkdir()
     links = tmp_path / "mirror-links"
     links.mkdir()
-    conf = tmp_path / "pip.conf"
-    conf.write_text(f"[global]\nfind-links = {links}\n")
-    env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache"),
-           "PIP_CONFIG_FILE": str(conf)}
+    # no pip.conf of the machine's counts (os.devnull: pip reads no file), one setting of pip's
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PIP_")},
+           "ASCENDPATCH_CACHE": str(tmp_path / "cache"), "PIP_CONFIG_FILE": os.devnull,
+           "PIP_FIND_LINKS": str(links)}
     words = ["--python", str(small_venv), "-v", "install", "--dry-run", "--resolver", "uv",
              "--offline", "--wheelhouse", str(house), "six"]
     said = []
@@ -288,7 +290,7 @@ def test_pips_settings_are_read_once_and_while_install_loads_once_the_target_is_
         assert proc.returncode == 1, proc.stderr  # (six is in no wheelhouse)
         assert "uv cannot resolve six" in proc.stdout + proc.stderr
         said.append([line for line in proc.stderr.splitlines() if line.startswith("START")])
-        assert f"--find-links {links}" in proc.stderr  # uv was given pip's find-links
+        assert f"--find-links {links}" in proc.stderr  # uv was given pip's setting
     assert said == [["START INSPECT early", "START READ late"], ["START READ early"]]
 
 
@@ -313,3 +315,80 @@ def test_a_run_that_fails_after_pips_settings_were_prefetched_leaves_no_process(
     from ascendpatch.env import pipconfig
 
     assert pipconfig._started == {}  # and forgotten: the next command reads afresh
+
+
+def test_an_interrupt_while_the_inspections_stop_still_stops_pips_settings_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of a run stops the target's inspections, then the readings of pip's settings:
+    a Ctrl-C (or any error) in the first still lets the second stop and reap its own."""
+    from ascendpatch.env import pipconfig, target
+    from ascendpatch.shell import cli
+
+    hanging = tmp_path / "python"
+    hanging.write_text("#!/bin/sh\nexec sleep 60\n")
+    hanging.chmod(0o755)
+    pipconfig.prefetch(pipconfig.Reader(hanging), "install")
+    [running] = pipconfig._started.values()
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(target, "stop_unfinished", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cli._stop_unfinished()
+    assert pipconfig._started == {}
+    assert running.proc.returncode is not None and not Path(f"/proc/{running.proc.pid}").exists()
+
+
+def _holding(marker: str) -> list[int]:
+    """The processes whose environment names ``marker`` (this uid's: readable)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_signal_to_the_callers_group_ends_a_hanging_read_of_pips_settings(
+        small_venv: Path, tmp_path: Path) -> None:
+    """``timeout`` or a terminal's hangup signals ascendpatch's process group, and main's
+    error boundary does not run: the reading of pip's settings (hanging here on a FIFO
+    PIP_CONFIG_FILE) is in that group, so it ends too, not left behind for 60 s (a review
+    found it in a session of its own, orphaned)."""
+    if uvbin.find().path is None:
+        pytest.skip("uv is not installed with ascendpatch here (ascendpatch[fast])")
+    fifo = tmp_path / "pip.conf"
+    os.mkfifo(fifo)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PIP_")},
+           "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
+    words = [sys.executable, "-m", "ascendpatch", "--python", str(small_venv)]
+    subprocess.run([*words, "status"], env=env, capture_output=True, timeout=120, check=False)
+    env["PIP_CONFIG_FILE"] = str(fifo)  # (after: the report is cached, the read prefetched)
+    house = tmp_path / "house"
+    house.mkdir()
+    proc = subprocess.Popen([*words, "install", "--dry-run", "--resolver", "uv", "--offline",
+                             "--wheelhouse", str(house), "six"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_holding(str(fifo))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_holding(str(fifo))) >= 2, "the read never started"
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _holding(str(fifo)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _holding(str(fifo)) == [], "a read of pip's settings outlived its caller"
+    finally:
+        for pid in _holding(str(fifo)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -23,10 +23,7 @@ import re
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import subprocess
+from typing import Any
 
 PREAMBLE = (
     "import os as _ap_os, sys as _ap_sys\n"
@@ -101,31 +98,42 @@ def _unreaped(pid: int) -> bool:
     return True
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """Only while the child is unreaped: its pid (the group id) cannot have been reused."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # the group's id is the child's pid (new session)
-
-
 class Running:
-    """A script started in the target interpreter, in a process group of its own; ``json``
+    """A script started in the target interpreter, by default in a process group of its own
+    (``own_group``: a grandchild it leaves holding our pipes is stopped with it); ``json``
     waits for its answer. Starting first and waiting later lets the caller get on with its own
-    start-up (imports) while the target interpreter runs."""
+    start-up (imports) while the target interpreter runs. A script with no children of its
+    own (pip's configuration reader) stays in the caller's group instead, so that a signal to
+    the caller's group (``timeout``, a terminal's hangup) ends it too."""
 
     def __init__(self, python: Path, script: str, args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, *, own_group: bool = True) -> None:
         import subprocess  # (here: a repeat audit answers from caches and starts nothing)
 
         self.python = python
+        self.own_group = own_group
         try:
             self.proc = subprocess.Popen(
                 code_argv(python, script, args), stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=dict(env) if env is not None else None)
+                start_new_session=own_group, env=dict(env) if env is not None else None)
         except FileNotFoundError:
             raise ScriptError(f"{python} does not exist") from None
         except OSError as exc:
             raise ScriptError(f"cannot run {python}: {exc}") from None
+
+    def _kill(self) -> None:
+        """Only while the child is unreaped (asked of the kernel: a SIGCHLD ignored lets it
+        reap the child unseen), so its pid, and its group's id, cannot have been reused: its
+        whole group when it has one of its own, else the child alone."""
+        proc = self.proc
+        if proc.returncode is not None or not _unreaped(proc.pid):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.own_group:
+                os.killpg(proc.pid, signal.SIGKILL)  # the group's id is the child's pid
+            else:
+                os.kill(proc.pid, signal.SIGKILL)
 
     def json(self, timeout: float = 120.0) -> dict[str, Any]:
         """The JSON object the script printed last. On timeout (or ^C) the whole group is
@@ -137,12 +145,12 @@ class Running:
             try:
                 out, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
+                self._kill()
                 proc.communicate()
                 raise ScriptTimeout(f"{self.python} did not answer within {timeout:.0f}s (it "
                                     "and every process it started were killed)") from None
             except BaseException:
-                _kill_group(proc)
+                self._kill()
                 proc.communicate()
                 raise
         try:
@@ -155,14 +163,11 @@ class Running:
         return doc
 
     def stop(self) -> None:
-        """Not wanted after all: the group is killed while the script is unreaped (its pid,
-        the group's id, is still its own, even once it has exited: a child it left holding
-        our pipes goes too), then the script is reaped. Unreaped is asked of the kernel, not
-        of Popen: a SIGCHLD ignored (inherited through exec) lets the kernel reap it unseen,
-        and its pid may then be another process's."""
+        """Not wanted after all: the script (its group, when it has one of its own) is killed
+        while it is unreaped (its pid, the group's id, is still its own, even once it has
+        exited: a child it left holding our pipes goes too), then it is reaped."""
         with self.proc as proc:
-            if proc.returncode is None and _unreaped(proc.pid):
-                _kill_group(proc)
+            self._kill()
             proc.communicate()
 
 

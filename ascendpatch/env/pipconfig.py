@@ -130,7 +130,7 @@ def prefetch(who: Reader, command: str) -> None:
     key = _key(who, command, None)
     if key not in _READ_BEFORE and key not in _started:
         try:
-            _started[key] = inscript.Running(who.python, _READ, [command, who.pip_path])
+            _started[key] = _running(who, command, None)
         except inscript.ScriptError:
             return
 
@@ -150,9 +150,16 @@ def _key(who: Reader, command: str, env: Mapping[str, str] | None) -> _Key:
 
 def _start(who: Reader, command: str, env: Mapping[str, str] | None) -> inscript.Running:
     try:
-        return inscript.Running(who.python, _READ, [command, who.pip_path], env=env)
+        return _running(who, command, env)
     except inscript.ScriptError as exc:  # it cannot start: "... does not exist"
         raise Untranslatable(f"pip's configuration could not be read ({exc})") from None
+
+
+def _running(who: Reader, command: str, env: Mapping[str, str] | None) -> inscript.Running:
+    """The reader started, in this process's group (it starts nothing of its own): a signal to
+    the group (``timeout``, a hangup) ends a read hanging on a FIFO ``PIP_CONFIG_FILE`` too."""
+    return inscript.Running(who.python, _READ, [command, who.pip_path], env=env,
+                            own_group=False)
 
 
 def _answer(running: inscript.Running) -> Settings:

@@ -142,10 +142,16 @@ def _stop_unfinished() -> None:
     """A target inspection or a reading of pip's settings still running (the parser started
     it and no command took it, or the run ended before its command waited for it) is stopped
     and reaped."""
-    for name in ("ascendpatch.env.target", "ascendpatch.env.pipconfig"):
-        started = sys.modules.get(name)
-        if started is not None:
-            started.stop_unfinished()
+    try:
+        _stop_started_by("ascendpatch.env.target")
+    finally:  # (a Ctrl-C while the first stops: the second is still stopped)
+        _stop_started_by("ascendpatch.env.pipconfig")
+
+
+def _stop_started_by(module: str) -> None:
+    started = sys.modules.get(module)
+    if started is not None:
+        started.stop_unfinished()
 
 
 def _fail(run: _Run, message: str, code: int, log: str | None = None,
