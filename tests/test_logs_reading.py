@@ -143,6 +143,24 @@ def test_a_line_after_a_crash_never_explains_it(tmp_path: Path) -> None:
     assert [f.rule.id for f in before.faults if f.rule] == ["worker-terminated"]
 
 
+def test_a_warning_printed_inside_a_traceback_or_before_a_later_crash_still_explains_it() -> None:
+    """Processes interleave: another process's version warning printed between a traceback's
+    lines, or after an earlier crash but before the one it explains, still explains it (a
+    review found both lost when only a line before the first crash could)."""
+    warning = ("(APIServer pid=300) /x/vllm_omni/version.py:55: RuntimeWarning: vLLM and "
+               "vLLM-Omni appear to have mismatched major/minor versions:")
+    engine = "(EngineCore_DP0 pid=415) "
+    inside = [f"{engine}Traceback (most recent call last):", warning, *_frames(engine, 2),
+              f"{engine}KeyError: 'omni'"]
+    earlier = [f"{API}Traceback (most recent call last):", *_frames(API, 1),
+               f"{API}ValueError: bad request", warning,
+               f"{engine}Traceback (most recent call last):", *_frames(engine, 1),
+               f"{engine}KeyError: 'omni'"]
+    for lines in (inside, earlier):
+        found = triage(lines, load_rules())
+        assert [f.rule.id for f in found.faults if f.rule] == ["vllm-omni-version-mismatch"]
+
+
 def test_an_error_message_s_indented_body_folds_into_its_fault(tmp_path: Path) -> None:
     worker = "(RayWorkerWrapper pid=9) ERROR 02-26 09:45:37 worker_base.py:572] "
     dump = [f"{worker}        open device 1 failed, runtime result = 107001.[FUNC:Report]",

@@ -154,7 +154,7 @@ class Triager:
         self._screen = Screen([*self.versioned, *self.faults])
         self._tracebacks: dict[str, Traceback] = {}
         self._pending: dict[tuple[str, ...], _Pending] = {}
-        self._crashed_at: int | None = None  # the first line of the first crash
+        self._crashed_until = 0  # the last line of a crash seen (a traceback's, an exception's)
 
     def feed(self, number: int, line: str) -> None:
         self.result.lines = number
@@ -284,19 +284,19 @@ class Triager:
 
     def _crash(self, number: int) -> None:
         self.result.crashed = True
-        if self._crashed_at is None:
-            self._crashed_at = number
+        self._crashed_until = number
 
     def _explain_crash(self) -> None:
         """A crash no rule names is explained by a benign line with a ``crash_fix`` seen
-        before it (vllm-omni's version warning at start-up), never by one that came after:
+        before the crash ended (vllm-omni's version warning at start-up, or another process's
+        printed between a traceback's lines), never by one that came after every crash:
         what a stop prints once the server is going cannot be why it went."""
         result = self.result
-        if result.faults or not result.crashed or self._crashed_at is None:
+        if result.faults or not result.crashed:
             return
         for finding in list(result.benign):
             if finding.rule is not None and finding.rule.crash_fix \
-                    and finding.line_no < self._crashed_at:
+                    and finding.line_no < self._crashed_until:
                 result.benign.remove(finding)
                 finding.rule = replace(finding.rule, kind="fault", text=finding.rule.crash_fix)
                 finding.key = f"faults:{finding.rule.id}"
