@@ -229,3 +229,20 @@ def test_non_utf8_bytes_survive() -> None:
     content = ORIGINAL.encode().replace(b"line 10\n", b"line \xff\xfe 10\n")
     patched = _apply(TWO_HUNKS, content)
     assert b"line \xff\xfe 10\n" in patched
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_a_hunks_compared_lines_are_the_files_line_keys(eol: str) -> None:
+    """The parser builds a hunk's before and after lines inline (a catalog has ~37,000); they
+    must stay what place.py compares a file's lines by: line_key, for LF and CRLF patches and
+    a last line without its newline."""
+    from ascendpatch.patchfile.diffpatch.parse import line_key
+
+    text = ("--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n"
+            f" a = 1{eol}-b = 2{eol}+b = 3{eol} c = 4\n\\ No newline at end of file\n")
+    [patch] = parse_patch(text.encode(), origin="test")
+    [hunk] = patch.hunks
+    ops = hunk.ops
+    assert hunk.pre_keys == tuple(line_key(t, e, patch.exact_eol) for k, t, e in ops if k != "+")
+    assert hunk.post_keys == tuple(line_key(t, e, patch.exact_eol) for k, t, e in ops if k != "-")
+    assert hunk.pre_keys[-1] == "c = 4" and patch.exact_eol is (eol == "\r\n")
