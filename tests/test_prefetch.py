@@ -392,3 +392,28 @@ def test_a_signal_to_the_callers_group_ends_a_hanging_read_of_pips_settings(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@pytest.mark.parametrize("chosen", [("--resolver", "pip"), ("--resolver=pip",), ("--res", "pip")])
+def test_nothing_is_read_ahead_for_a_command_that_resolves_with_pip(
+        small_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        chosen: tuple[str, ...]) -> None:
+    """With --resolver pip (as argparse takes it) the uv choice reads no pip settings: the
+    parser starts no reading of them (it would run the target's interpreter for nothing)."""
+    from ascendpatch.env import pipconfig
+
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
+    assert run_cli("--python", small_venv, "status").code in (0, 1)  # the report is cached
+    house = tmp_path / "house"
+    house.mkdir()
+    started = _recording(monkeypatch)
+    result = run_cli("--python", small_venv, "install", "--dry-run", *chosen, "--offline",
+                     "--wheelhouse", house, "six")
+    assert result.code == 1, result.err  # (pip finds no six in an empty wheelhouse)
+    assert not [run for run in started if run.own_group is False], "pip's settings were read"
+    if uvbin.find().path is not None:  # the control: with uv, they are read (ahead), once
+        started.clear()
+        pipconfig._READ_BEFORE.clear()
+        run_cli("--python", small_venv, "install", "--dry-run", "--resolver", "uv",
+                "--offline", "--wheelhouse", house, "six")
+        assert [run.python for run in started if run.own_group is False] == [small_venv]

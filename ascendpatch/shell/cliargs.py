@@ -300,11 +300,26 @@ def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) 
     from ascendpatch.env import target
 
     target.prefetch(python)  # (a Path already: the option's type is cliargs.path)
-    known = target.answered(python) if command in READS_PIP_CONFIG else None
+    reads = command in READS_PIP_CONFIG and not _resolves_with_pip(rest)
+    known = target.answered(python) if reads else None
     if known is not None:  # (while its interpreter still runs, pip's settings wait for it)
         from ascendpatch.env import pipconfig
 
         pipconfig.prefetch(pipconfig.reader(known), "install")
+
+
+def _resolves_with_pip(rest: Sequence[str]) -> bool:
+    """``--resolver pip`` (or ``=pip``, or any prefix argparse takes) among the words: the
+    uv choice reads no pip settings then, so none are read ahead."""
+    for index, word in enumerate(rest):
+        if word == "--":
+            return False
+        name, equals, value = word.partition("=")
+        if len(name) > 2 and "--resolver".startswith(name):
+            chosen = value if equals else (rest[index + 1] if index + 1 < len(rest) else "")
+            if chosen == "pip":
+                return True
+    return False
 
 
 def _may_change_the_target(rest: Sequence[str]) -> bool:
