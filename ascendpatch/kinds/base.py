@@ -110,8 +110,7 @@ class ArtifactSite:
         origin = f"artifact {self.artifact.id}"
         path, parts = self._tree.locate(rel, origin=origin)
         if STATE_DIR in PurePosixPath(rel).parts or STATE_DIR in parts:
-            raise UnsafePathError(f"{origin}: path {rel!r} is inside ascendpatch's own state "
-                                  f"folder {STATE_DIR}/; a patch may not change it")
+            raise _in_state(origin, rel)
         self._guarded[rel] = path
         return path
 
@@ -141,14 +140,18 @@ class ArtifactSite:
             raise UnsafePathError(f"{origin}: path {rel!r} resolves to {real}, outside the "
                                   f"target {self._tree.real} (a symlink leads out of the tree)")
         if STATE_DIR in parts:
-            raise UnsafePathError(f"{origin}: path {rel!r} is inside ascendpatch's own state "
-                                  f"folder {STATE_DIR}/; a patch may not change it")
+            raise _in_state(origin, rel)
 
     def record_sha256(self, rel: str) -> str | None:
         if self.dist is None:
             return None
         entry = self.dist.record.get(rel)
         return entry.sha256 if entry else None
+
+
+def _in_state(origin: str, rel: str) -> UnsafePathError:
+    return UnsafePathError(f"{origin}: path {rel!r} is inside ascendpatch's own state folder "
+                           f"{STATE_DIR}/; a patch may not change it")
 
 
 def read_target_file(path: Path, artifact: Artifact,
