@@ -136,9 +136,9 @@ class Running:
                 os.kill(proc.pid, signal.SIGKILL)
 
     def json(self, timeout: float = 120.0) -> dict[str, Any]:
-        """The JSON object the script printed last. On timeout (or ^C) the whole group is
-        killed, so nothing the interpreter spawned is left behind (and no grandchild keeps our
-        pipes open)."""
+        """The JSON object the script printed last. On timeout (or ^C) it is killed (its
+        whole group when it has one of its own, so nothing the interpreter spawned is left
+        behind and no grandchild keeps our pipes open)."""
         import subprocess
 
         with self.proc as proc:
