@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import REPO
+from tests.kit import REPO, pytest_command
 from tests.kit.homeguard import GUARD, WroteToRealHome, real_home_probe
 from tests.kit.wheels import CACHE
 
@@ -38,8 +39,8 @@ def test_a_test_writing_to_the_real_home_fails(tmp_path: Path) -> None:
     (tmp_path / "test_careless.py").write_text(CARELESS_TEST)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     try:
-        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              "-p", "tests.kit.homeguard", "test_careless.py"],
+        run = subprocess.run(pytest_command(tmp_path / "basetemp", "-q", "-p",
+                                            "tests.kit.homeguard", "test_careless.py"),
                              cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=120, check=False)
         assert run.returncode == 1, run.stdout + run.stderr
@@ -49,6 +50,29 @@ def test_a_test_writing_to_the_real_home_fails(tmp_path: Path) -> None:
     finally:
         if probe.exists():  # only if the guard failed
             probe.unlink()
+
+
+def test_a_pytest_run_inside_a_test_leaves_other_runs_temp_folders_alone(tmp_path: Path) -> None:
+    """tests.kit.pytest_command: an inner pytest run keeps its temp folders under the test's
+    own; without --basetemp it deletes, as it exits, the older numbered folders of
+    /tmp/pytest-of-<user> (here a stand-in root, through pytest's PYTEST_DEBUG_TEMPROOT)."""
+    root = tmp_path / "temproot"
+    others = root / f"pytest-of-{getpass.getuser()}"
+    for number in (1, 10):
+        (others / f"pytest-{number}" / "venv").mkdir(parents=True)
+    (tmp_path / "test_t.py").write_text("def test_t(tmp_path):\n    assert tmp_path.is_dir()\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTEST_DEBUG_TEMPROOT": str(root)}
+
+    def inner(command: list[str]) -> None:
+        run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=120, check=False)
+        assert run.returncode == 0, run.stdout + run.stderr
+
+    inner(pytest_command(tmp_path / "basetemp", "-q", "test_t.py"))
+    assert sorted(p.name for p in others.iterdir()) == ["pytest-1", "pytest-10"]
+    # the mistake it replaces: pytest's own numbered folder, and the oldest one is gone
+    inner([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_t.py"])
+    assert not (others / "pytest-1").exists() and (others / "pytest-11").is_dir()
 
 
 @pytest.mark.parametrize("write", [

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.kit import REPO
+from tests.kit import REPO, pytest_command
 
 pytestmark = pytest.mark.integration  # two real pytest runs, 4 s each
 
@@ -40,8 +39,8 @@ def _pytest(folder: Path, ci: bool) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = str(REPO)
     if ci:
         env["CI"] = "true"
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "--rootdir", str(folder), str(folder / "test_slow.py")],
+    return subprocess.run(pytest_command(folder / "basetemp", "-q", "--rootdir", str(folder),
+                                         str(folder / "test_slow.py")),
                           env=env, cwd=folder, capture_output=True, text=True, timeout=120,
                           check=False)
 

@@ -6,22 +6,21 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
-from tests.kit import REPO
+from tests.kit import REPO, pytest_command
 from tests.kit.schedule import LONGEST_FIRST
 
 
-def _pytest(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          cwd=REPO, capture_output=True, text=True, check=True,
-                          timeout=120).stdout
+def _pytest(tmp: Path, *args: str) -> str:
+    return subprocess.run(pytest_command(tmp / "basetemp", *args), cwd=REPO,
+                          capture_output=True, text=True, check=True, timeout=120).stdout
 
 
-def _collected(*args: str) -> list[str]:
-    return [line for line in _pytest("--collect-only", "-q", *args).splitlines()
+def _collected(tmp: Path, *args: str) -> list[str]:
+    return [line for line in _pytest(tmp, "--collect-only", "-q", *args).splitlines()
             if "::" in line]
 
 
@@ -32,21 +31,23 @@ def test_every_file_the_schedule_names_is_a_test_file_of_the_suite() -> None:
 
 
 @pytest.mark.integration  # two real pytest collections: seconds
-def test_a_long_file_is_collected_before_the_others_whole_and_in_its_own_order() -> None:
+def test_a_long_file_is_collected_before_the_others_whole_and_in_its_own_order(
+        tmp_path: Path) -> None:
     """Real pytest, through conftest's plugin: tests/test_words.py comes first alphabetically
     and on the command line, the long ones still run first, in the schedule's order."""
     longest, second = LONGEST_FIRST[0], LONGEST_FIRST[1]
-    ids = _collected("tests/test_words.py", second, longest)
+    ids = _collected(tmp_path, "tests/test_words.py", second, longest)
     files = [nodeid.split("::")[0] for nodeid in ids]
     first_short = files.index("tests/test_words.py")
     assert set(files[:first_short]) == {longest, second}
     assert files[:first_short] == sorted(files[:first_short],
                                          key=LONGEST_FIRST.index)  # whole, longest first
     # in pytest's own order of that file: collected without the plugin
-    assert ids[:files.count(longest)] == _collected("-p", "no:tests.kit.schedule", longest)
+    assert ids[:files.count(longest)] == _collected(tmp_path, "-p", "no:tests.kit.schedule",
+                                                    longest)
 
 
-def test_durations_also_list_the_slowest_files_with_their_summed_time() -> None:
-    out = _pytest("-q", "--durations=1", "tests/test_words.py")
+def test_durations_also_list_the_slowest_files_with_their_summed_time(tmp_path: Path) -> None:
+    out = _pytest(tmp_path, "-q", "--durations=1", "tests/test_words.py")
     assert "slowest 1 files (setup + call + teardown)" in out
     assert re.search(r"^ +\d+\.\ds tests/test_words\.py$", out, re.M), out

@@ -150,6 +150,18 @@ def run_process(*args: str | Path, env: Mapping[str, str] | None = None,
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
+def pytest_command(basetemp: Path, *args: str) -> list[str]:
+    """The command of a pytest run inside a test, its temp folders all under ``basetemp``.
+
+    Without ``--basetemp`` a pytest run makes a numbered folder in the machine's
+    ``/tmp/pytest-of-<user>`` and, as it exits, deletes every older one no live run locks there:
+    other runs' folders, a developer's, a finished CI step's (gigabytes of venvs, which kept
+    one such run past its 120 s timeout on a loaded CI machine).
+    """
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--basetemp",
+            str(basetemp), *args]
+
+
 def ctrl_c_as_a_terminal_gives_it() -> None:
     """preexec_fn for a child the test will ^C: SIGINT back to its default disposition.
     A job started in the background by a non-interactive shell (as CI runners and `cmd &` do)
