@@ -41,10 +41,11 @@ def test_readme_opens_with_exactly_two_commands() -> None:
     assert readme_commands(text) == ["bash install.sh --sandbox", "bash .ci/run"]
     assert "TIME_" not in text, "state the timings as measured"
     ci = (REPO / ".ci" / "run").read_text()
-    assert 'pytest "${pytest_args[@]}"' in ci  # a selection when one is given ...
-    # ... else all, gated, in two workers
+    # a selection when one is given ...
+    assert 'pytest --basetemp "$venv_root/tmp" "${pytest_args[@]}"' in ci
+    # ... else all, gated, in two workers; the tests' temp folders in the run's own folder
     assert ('"$py" -m pytest --cov --durations=25 -n 2 --dist loadfile --no-loadscope-reorder'
-            ' \\\n        || suite_rc=$?\n') in ci
+            ' \\\n        --basetemp "$venv_root/tmp" \\\n        || suite_rc=$?\n') in ci
     assert "`python -m pytest --cov`" in text  # and the README says so
     assert '`VENV/bin/python -m pytest -m "not integration"`' in text  # the fast tier
 
