@@ -32,7 +32,6 @@ from ascendpatch.paths import (
     open_to_others,
     untrusted_on_the_way,
 )
-from ascendpatch.store import atomic
 
 if TYPE_CHECKING:
     import tempfile
@@ -151,6 +150,9 @@ def write(path: Path, payload: bytes) -> None:
     what it reads), and the next run writes it again."""
     if not usable(path.parent):
         return
+    # (imported here: reading a cache, as the parser's prefetch does, loads no store)
+    from ascendpatch.store import atomic
+
     with contextlib.suppress(OSError):
         atomic.write_atomic(path, payload, mode=0o600, durable=False)
 

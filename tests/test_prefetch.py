@@ -1,5 +1,5 @@
 """A target named by ``--python`` starts being inspected as soon as the parser reads it, while the
-command's modules load (shell/cliargs._prefetch, env.target.prefetch): once, for the command
+command's modules load (shell/cliargs._prefetch, env.introspection.prefetch): once, for the command
 that then takes it, and never left running when no command does."""
 
 from __future__ import annotations
@@ -18,15 +18,25 @@ import pytest
 from ascendpatch.env import inscript, uvbin
 from tests.kit import run_cli
 
-SPY = """
+# What a cold run must not have loaded when it starts the target interpreter: each of these is
+# milliseconds the run then waits for that interpreter's report (env/introspection.py).
+HEAVY = ("dataclasses", "ascendpatch.results", "ascendpatch.store.atomic",
+         "ascendpatch.env.target", "ascendpatch.commands.audit")
+
+SPY = f"""
 import sys
-from ascendpatch.env import target
-started = target.prefetch
+from ascendpatch.env import inscript, introspection
+started = introspection.prefetch
 def prefetch(python):
     loaded = "ascendpatch.commands.audit" in sys.modules
     print("PREFETCH after the command's module" if loaded else "PREFETCH first", file=sys.stderr)
     started(python)
-target.prefetch = prefetch
+introspection.prefetch = prefetch
+real = inscript.Running.__init__
+def start(self, *args, **kwargs):
+    print("START with", [m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)
+    real(self, *args, **kwargs)
+inscript.Running.__init__ = start
 from ascendpatch.shell.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -69,13 +79,15 @@ def _runs(marker: Path) -> int:
 def test_the_target_is_inspected_once_and_before_the_commands_modules_load(
         small_venv: Path, tmp_path: Path) -> None:
     """Cold (no cached report): the target interpreter runs once, started by the parser before
-    it imported the audit command, and audit takes that run's report."""
+    it imported the audit command (or dataclasses, the store, env/target.py: HEAVY), and
+    audit takes that run's report."""
     wrapper, marker = _logging(small_venv, tmp_path)
     env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-c", SPY, "--python", str(wrapper), "audit"],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "PREFETCH first" in proc.stderr
+    assert "START with []" in proc.stderr
     assert _runs(marker) == 1
     assert "files checked" in proc.stdout
 
@@ -225,13 +237,13 @@ def test_a_second_interrupt_while_stopping_still_stops_the_rest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C pressed again while the end of a run stops what it started: the interrupt goes
     on, and every inspection is still stopped and reaped."""
-    from ascendpatch.env import target
+    from ascendpatch.env import introspection
 
     hanging = tmp_path / "python"
     hanging.write_text("#!/bin/sh\nexec sleep 60\n")
     hanging.chmod(0o755)
     runs = [inscript.Running(hanging, "pass") for _ in range(3)]
-    monkeypatch.setattr(target, "_unfinished", list(runs))
+    monkeypatch.setattr(introspection, "_unfinished", list(runs))
     real_stop, calls = inscript.Running.stop, []
 
     def stop(self: inscript.Running) -> None:
@@ -242,9 +254,9 @@ def test_a_second_interrupt_while_stopping_still_stops_the_rest(
 
     monkeypatch.setattr(inscript.Running, "stop", stop)
     with pytest.raises(KeyboardInterrupt):
-        target.stop_unfinished()
+        introspection.stop_unfinished()
     monkeypatch.setattr(inscript.Running, "stop", real_stop)
-    assert target._unfinished == []
+    assert introspection._unfinished == []
     for run in runs:  # the one being stopped when the interrupt came too
         assert run.proc.returncode is not None and not Path(f"/proc/{run.proc.pid}").exists()
 
@@ -321,7 +333,7 @@ def test_an_interrupt_while_the_inspections_stop_still_stops_pips_settings_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The end of a run stops the target's inspections, then the readings of pip's settings:
     a Ctrl-C (or any error) in the first still lets the second stop and reap its own."""
-    from ascendpatch.env import pipconfig, target
+    from ascendpatch.env import introspection, pipconfig
     from ascendpatch.shell import cli
 
     hanging = tmp_path / "python"
@@ -333,7 +345,7 @@ def test_an_interrupt_while_the_inspections_stop_still_stops_pips_settings_read(
     def interrupted() -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(target, "stop_unfinished", interrupted)
+    monkeypatch.setattr(introspection, "stop_unfinished", interrupted)
     with pytest.raises(KeyboardInterrupt):
         cli._stop_unfinished()
     assert pipconfig._started == {}

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascendpatch.env import discover, target
+from ascendpatch.env import discover, introspection, target
 from ascendpatch.errors import TargetError
 from tests.kit import make_dist, run_cli
 from tests.kit.fakes import FakeInscript
@@ -157,7 +157,7 @@ def test_a_python_that_times_out_is_killed_with_its_whole_group(
     fake = tmp_path / "python"
     fake.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {child_pid}\nexec sleep 300\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(target, "INTROSPECT_TIMEOUT", 1.0)
+    monkeypatch.setattr(introspection, "INTROSPECT_TIMEOUT", 1.0)
     with pytest.raises(TargetError, match="did not answer within 1s"):
         target.from_python(fake)
     pid = int(child_pid.read_text())

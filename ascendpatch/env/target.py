@@ -7,16 +7,15 @@ directly with ``importlib.metadata`` and needs no interpreter at all.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache, cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ascendpatch.env import inscript
+from ascendpatch.env import introspection
 from ascendpatch.errors import AscendpatchError, TargetError
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.paths import NotRegularFileError, describe_mode, read_regular
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
 
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
-
-INTROSPECT_TIMEOUT = 60.0
 
 
 class RecordEntry(NamedTuple):  # a tuple: audits build ~20k of these
@@ -227,7 +224,7 @@ def _index(dists: Iterable[Distribution]) -> dict[str, Distribution]:
 
 
 def introspection_script() -> str:
-    return inscript.bundled("_introspect.py")
+    return introspection.script()
 
 
 def from_python(python: Path) -> Target:
@@ -235,101 +232,25 @@ def from_python(python: Path) -> Target:
     return start_python(python)()
 
 
-# Targets whose inspection the parser started (prefetch), until start_python takes them; and
-# every inspection started and not yet waited for (whoever started it), for stop_unfinished.
-_prefetched: dict[Path, Callable[[], Target]] = {}
-_unfinished: list[inscript.Running] = []
-
-
-def prefetch(python: Path) -> None:
-    """Start inspecting ``python`` now, for the next :func:`start_python` of the same path:
-    the parser calls it as soon as ``--python`` is read, so that the target interpreter runs
-    while the command's modules load. Any failure is left for that call to raise, worded as
-    always (an OSError here: a name too long for the file system)."""
-    if python not in _prefetched:
-        with contextlib.suppress(AscendpatchError, OSError, ValueError):
-            _prefetched[python] = start_python(python)
-
-
-def stop_unfinished() -> None:
-    """The end of a run (cli's error boundary): every inspection still unanswered (one the
-    parser started that no command took, or one a Ctrl-C left between its start and its
-    wait) is stopped, and reaped; what was prefetched is forgotten."""
-    _prefetched.clear()
-    inscript.stop_all(_unfinished)
+def start_python(python: Path) -> Callable[[], Target]:
+    """Start inspecting ``python`` (env/introspection) and return at once; calling the result
+    waits for the Target. The caller loads what it needs meanwhile: the target interpreter's
+    start-up (tens of milliseconds) is then off its critical path. Nothing runs in the target
+    when the cached report still holds."""
+    started = introspection.start(python)
+    return lambda: started.make(partial(_target_from_report, python))
 
 
 def answered(python: Path) -> Target | None:
-    """The target the parser's :func:`prefetch` of ``python`` already has, without waiting:
-    its cached report still held (introcache). None while the target interpreter runs."""
-    ready = _prefetched.get(python)
-    return ready.target if isinstance(ready, _Answered) else None
-
-
-class _Answered:
-    """A :func:`start_python` answered at once, from the cached report."""
-
-    def __init__(self, target: Target) -> None:
-        self.target = target
-
-    def __call__(self) -> Target:
-        return self.target
-
-
-def start_python(python: Path) -> Callable[[], Target]:
-    """Start inspecting ``python`` and return at once; calling the result waits for the
-    Target. The caller loads what it needs meanwhile: the target interpreter's start-up (tens
-    of milliseconds) is then off its critical path. Nothing runs in the target when the cached
-    report still holds."""
-    ready = _prefetched.pop(python, None)
-    if ready is not None:
-        return ready
-    if not python.exists():
-        raise TargetError(f"target interpreter {python} does not exist",
-                          fix="pass --python with the path of the image's python")
-    from ascendpatch.env import introcache
-
-    script = introspection_script()
-    info = introcache.load(python, script)  # nothing runs in the target when nothing changed
-    if info is not None:
-        return _Answered(_target_from_report(python, info))
+    """The target the parser's prefetch of ``python`` already has, without waiting: its
+    cached report still held (and readable). None while the target interpreter runs."""
+    started = introspection.answered(python)
+    if started is None:
+        return None
     try:
-        running = inscript.Running(python, script)
-    except inscript.ScriptError as exc:
-        raise _failed(python, exc) from None
-    _unfinished.append(running)
-
-    def wait() -> Target:
-        try:
-            report = running.json(timeout=INTROSPECT_TIMEOUT)
-        except inscript.ScriptError as exc:
-            raise _failed(python, exc) from None
-        finally:
-            with contextlib.suppress(ValueError):
-                _unfinished.remove(running)  # (json reaps it, however it ends)
-        target = _target_from_report(python, report)
-        introcache.save(python, script, report)
-        return target
-
-    return wait
-
-
-def _failed(python: Path, exc: inscript.ScriptError) -> TargetError:
-    if not isinstance(exc, inscript.ScriptTimeout) and not _is_python(python):
-        return TargetError(f"{python} is not a Python interpreter",
-                           fix="pass --python with the path of the image's python, e.g. "
-                               "/usr/local/python3.12.13/bin/python3")
-    return TargetError(f"target interpreter {python} failed to report its environment: "
-                       f"{str(exc)[:300]}", fix="it must be Python 3.8 or newer")
-
-
-def _is_python(python: Path) -> bool:
-    """After a failed introspection: does it run a one-line Python program at all?"""
-    try:
-        inscript.run_json(python, "import json\nprint(json.dumps({'python': 1}))", timeout=30)
-    except inscript.ScriptError:
-        return False
-    return True
+        return started.make(partial(_target_from_report, python))
+    except AscendpatchError:
+        return None  # (the command meets it again, and words it)
 
 
 def _target_from_report(python: Path, info: dict[str, Any]) -> Target:

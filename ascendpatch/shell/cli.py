@@ -143,7 +143,7 @@ def _stop_unfinished() -> None:
     it and no command took it, or the run ended before its command waited for it) is stopped
     and reaped."""
     try:
-        _stop_started_by("ascendpatch.env.target")
+        _stop_started_by("ascendpatch.env.introspection")
     finally:  # (a Ctrl-C while the first stops: the second is still stopped)
         _stop_started_by("ascendpatch.env.pipconfig")
 

@@ -287,7 +287,7 @@ _NOT_PREFETCHED = ("--python", "--site-packages", "--help", "--version")
 def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) -> None:
     """A target named by ``--python`` before the command word (which wins over every other way
     of naming one) starts being inspected now, before the command's modules load, for a command
-    that reaches into its target (env.target.prefetch; main's error boundary stops what no
+    that reaches into its target (env.introspection.prefetch; main's error boundary stops what no
     command took); for install and lock, once the target is known from its cached report,
     the reading of pip's settings starts too (env.pipconfig.prefetch). The words after the
     command are not parsed yet: when any of them could be read as one of
@@ -297,15 +297,17 @@ def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) 
     python = getattr(namespace, "python", None)
     if python is None or reach(command) is Reach.NONE or _may_change_the_target(rest):
         return
-    from ascendpatch.env import target
+    from ascendpatch.env import introspection
 
-    target.prefetch(python)  # (a Path already: the option's type is cliargs.path)
+    introspection.prefetch(python)  # (a Path already: the option's type is cliargs.path)
     reads = command in READS_PIP_CONFIG and not _resolves_with_pip(rest)
-    known = target.answered(python) if reads else None
-    if known is not None:  # (while its interpreter still runs, pip's settings wait for it)
-        from ascendpatch.env import pipconfig
+    # (while its interpreter still runs, pip's settings wait for it)
+    if reads and introspection.answered(python) is not None:
+        from ascendpatch.env import pipconfig, target
 
-        pipconfig.prefetch(pipconfig.reader(known), "install")
+        known = target.answered(python)
+        if known is not None:
+            pipconfig.prefetch(pipconfig.reader(known), "install")
 
 
 def _resolves_with_pip(rest: Sequence[str]) -> bool:

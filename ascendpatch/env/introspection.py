@@ -1,0 +1,141 @@
+"""The target interpreter's introspection, started as early as a run can start it.
+
+Its report comes from the cache (env/introcache) while nothing it depends on has changed, else
+from the bundled script (env/_introspect.py), run in the target interpreter (env/inscript):
+started now, waited for later. env/target.py makes the report a Target.
+
+The parser starts it as soon as ``--python`` is read (shell/cliargs._prefetch), so this module
+and what it imports stay light: no dataclasses, no store. On a cold cache, every millisecond
+of import before the start is one the run later waits for the target interpreter (tests/
+test_prefetch.py checks that nothing of the sort is loaded when it starts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ascendpatch.env import inscript
+from ascendpatch.errors import AscendpatchError, TargetError
+
+INTROSPECT_TIMEOUT = 60.0
+Report = dict[str, Any]
+_T = TypeVar("_T")
+
+
+class Started:
+    """An introspection under way: the cached report, or the target interpreter running."""
+
+    def __init__(self, python: Path, script: str, cached: Report | None = None,
+                 running: inscript.Running | None = None) -> None:
+        self.python = python
+        self.script = script
+        self.cached = cached
+        self.running = running
+        self.made: Any = None  # what the report was made into (env/target.py: the Target)
+
+    def make(self, maker: Callable[[Report], _T]) -> _T:
+        """What ``maker`` makes of the report, made once: the report waited for (the target
+        interpreter's answer, or TargetError, worded), and cached for the next run once
+        ``maker`` took it."""
+        if self.made is None:
+            fresh = self.cached is None
+            report = self._answer() if fresh else self.cached
+            assert report is not None
+            made = maker(report)
+            if fresh:
+                from ascendpatch.env import introcache
+
+                introcache.save(self.python, self.script, report)
+            self.cached, self.made = report, made
+        made_before: _T = self.made
+        return made_before
+
+    def _answer(self) -> Report:
+        running = self.running
+        assert running is not None
+        try:
+            report: Report = running.json(timeout=INTROSPECT_TIMEOUT)
+        except inscript.ScriptError as exc:
+            raise _failed(self.python, exc) from None
+        finally:
+            with contextlib.suppress(ValueError):
+                _unfinished.remove(running)  # (json reaps it, however it ends)
+        return report
+
+
+# Introspections the parser started (prefetch), until start takes them; and every one started
+# and not yet waited for (whoever started it), for stop_unfinished.
+_prefetched: dict[Path, Started] = {}
+_unfinished: list[inscript.Running] = []
+
+
+def script() -> str:
+    return inscript.bundled("_introspect.py")
+
+
+def start(python: Path) -> Started:
+    """Start introspecting ``python`` (or take what the parser started) and return at once:
+    nothing runs in the target when the cached report still holds."""
+    started = _prefetched.pop(python, None)
+    if started is not None:
+        return started
+    if not python.exists():
+        raise TargetError(f"target interpreter {python} does not exist",
+                          fix="pass --python with the path of the image's python")
+    from ascendpatch.env import introcache
+
+    text = script()
+    cached = introcache.load(python, text)  # nothing runs in the target when nothing changed
+    if cached is not None:
+        return Started(python, text, cached=cached)
+    try:
+        running = inscript.Running(python, text)
+    except inscript.ScriptError as exc:
+        raise _failed(python, exc) from None
+    _unfinished.append(running)
+    return Started(python, text, running=running)
+
+
+def prefetch(python: Path) -> None:
+    """Start introspecting ``python`` now, for the next :func:`start` of the same path. Any
+    failure is left for that call to raise, worded as always (an OSError here: a name too
+    long for the file system)."""
+    if python not in _prefetched:
+        with contextlib.suppress(AscendpatchError, OSError, ValueError):
+            _prefetched[python] = start(python)
+
+
+def answered(python: Path) -> Started | None:
+    """What the parser's :func:`prefetch` of ``python`` already has, without waiting: its
+    cached report still held. None while the target interpreter runs."""
+    started = _prefetched.get(python)
+    return started if started is not None and started.cached is not None else None
+
+
+def stop_unfinished() -> None:
+    """The end of a run (cli's error boundary): every introspection still unanswered (one
+    the parser started that no command took, or one a Ctrl-C left between its start and its
+    wait) is stopped, and reaped; what was prefetched is forgotten."""
+    _prefetched.clear()
+    inscript.stop_all(_unfinished)
+
+
+def _failed(python: Path, exc: inscript.ScriptError) -> TargetError:
+    if not isinstance(exc, inscript.ScriptTimeout) and not _is_python(python):
+        return TargetError(f"{python} is not a Python interpreter",
+                           fix="pass --python with the path of the image's python, e.g. "
+                               "/usr/local/python3.12.13/bin/python3")
+    return TargetError(f"target interpreter {python} failed to report its environment: "
+                       f"{str(exc)[:300]}", fix="it must be Python 3.8 or newer")
+
+
+def _is_python(python: Path) -> bool:
+    """After a failed introspection: does it run a one-line Python program at all?"""
+    try:
+        inscript.run_json(python, "import json\nprint(json.dumps({'python': 1}))", timeout=30)
+    except inscript.ScriptError:
+        return False
+    return True
