@@ -11,6 +11,7 @@ import pytest
 from tests.kit import (
     DEMO_MOD,
     DEMO_OTHER,
+    TRACEBACK,
     Run,
     make_demo_target,
     make_dist,
@@ -273,7 +274,7 @@ def _bad(site: Path, tmp_path: Path, patch_text: str) -> Run:
     result = run_cli("--site-packages", site, "--manifest", manifest, "apply")
     assert tree_digest(tmp_path) == before, "bad input must change zero bytes"
     assert result.code == 2, result.out + result.err
-    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+    assert len(result.err.strip().splitlines()) == 1 and TRACEBACK not in result.err
     return result
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import ascendpatch.commands
 from ascendpatch.shell import cliargs
-from tests.kit import REPO, ctrl_c_as_a_terminal_gives_it, run_process
+from tests.kit import REPO, TRACEBACK, ctrl_c_as_a_terminal_gives_it, run_process
 
 
 def test_every_command_module_declares_its_command() -> None:
@@ -159,7 +159,7 @@ def test_ctrl_c_with_json_is_a_json_document_and_exit_130(silent_server: socket.
     doc = json.loads(done.stdout)
     assert (doc["command"], doc["ok"], doc["exit_code"]) == ("smoke", False, 130)
     assert doc["error"]["message"].startswith("interrupted")
-    assert "Traceback" not in done.stderr
+    assert TRACEBACK not in done.stderr
 
 
 def test_ctrl_c_without_json_is_a_fail_line(silent_server: socket.socket) -> None:

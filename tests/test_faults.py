@@ -22,6 +22,7 @@ import pytest
 
 from tests.kit import (
     CTRL_C_PRELUDE,
+    TRACEBACK,
     make_demo_target,
     run_cli,
     run_process,
@@ -92,7 +93,7 @@ def _one_line_fault(err: str, words: str) -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("[FAIL] cannot write /") and words in lines[0], err  # full path
-    assert "fix:" in lines[0] and "Traceback" not in err and "details:" not in err
+    assert "fix:" in lines[0] and TRACEBACK not in err and "details:" not in err
 
 
 def test_disk_full_at_every_level_changes_nothing_and_says_so(tmp_path: Path) -> None:
@@ -255,6 +256,6 @@ def test_status_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
              f"status | head -c 0; echo \"status=${{PIPESTATUS[0]}}\" >&2")
     proc = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60,
                           check=False)
-    assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "BrokenPipeError" not in proc.stderr and TRACEBACK not in proc.stderr, proc.stderr
     assert "Exception ignored" not in proc.stderr
     assert proc.stderr.strip().endswith("status=1")

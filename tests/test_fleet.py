@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.kit import isolated, make_dist, make_small_demo, run_cli, write_small_manifest
+from tests.kit import TRACEBACK, isolated, make_dist, make_small_demo, run_cli, write_small_manifest
 from tests.kit.properties import deadline
 
 
@@ -56,7 +56,7 @@ def snaps(built: Path, tmp_path: Path) -> Path:
 def _report(*args: str | Path) -> tuple[int, dict[str, object], str]:
     doc = run_cli("--json", "fleet-report", *args)
     text = run_cli("--color", "never", "fleet-report", *args)
-    assert "Traceback" not in doc.out + doc.err + text.out + text.err
+    assert TRACEBACK not in doc.out + doc.err + text.out + text.err
     assert doc.code == text.code
     return text.code, doc.json, text.out + text.err
 

@@ -19,7 +19,7 @@ from ascendpatch import progress
 from ascendpatch.deploy import logread
 from ascendpatch.deploy.logrules import RULES_FILE, Rule, literals, load_rules, yaml_doc
 from ascendpatch.manifest import schema
-from tests.kit import REPO, run_cli
+from tests.kit import REPO, TRACEBACK, run_cli
 
 STARTED = "INFO:     Application startup complete."
 KV = ("ERROR 11-30 05:00:00 [core.py:866] ValueError: No available memory for the cache blocks. "
@@ -65,7 +65,7 @@ def test_a_rules_file_with_wrong_types_is_refused_with_every_problem(tmp_path: P
     text = result.out + result.err
     for where in ("faults[0].pattern", "faults[1]", "faults[2].versions", "benign", "typo"):
         assert where in text, text
-    assert "Traceback" not in text
+    assert TRACEBACK not in text
 
 
 def test_a_rules_file_with_a_bad_pattern_is_refused(tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ def test_any_bytes_give_a_verdict_never_a_traceback(tmp_path: Path, chunks: list
     path.write_bytes(b"\n".join(chunks))
     result = run_cli("logs", path)
     assert result.code in (0, 1, 2), result.out + result.err
-    assert "Traceback" not in result.err
+    assert TRACEBACK not in result.err
 
 
 def test_the_substring_screen_never_hides_a_match() -> None:

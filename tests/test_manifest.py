@@ -10,7 +10,7 @@ from packaging.version import Version
 from ascendpatch.errors import InvalidInputError, ManifestError
 from ascendpatch.manifest import loader
 from ascendpatch.manifest.model import version_in
-from tests.kit import run_cli, tree_digest
+from tests.kit import TRACEBACK, run_cli, tree_digest
 
 
 def _write(tmp_path: Path, text: str, name: str = "m.yaml") -> Path:
@@ -82,7 +82,7 @@ def test_cli_reports_bad_manifest_with_exit_2_and_a_line_per_problem(tmp_path: P
     head, *rest = result.err.strip().splitlines()
     assert head.startswith("[FAIL] ") and "(+2 more problems)" in head
     assert len(rest) == 2 and all(line.startswith(f"    {path}: artifacts[0].") for line in rest)
-    assert "Traceback" not in result.err
+    assert TRACEBACK not in result.err
     assert tree_digest(tmp_path) == before
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ascendpatch.errors import MAX_PROBLEMS_SHOWN
 from ascendpatch.manifest.validate import MANIFEST
-from tests.kit import REPO, run_cli
+from tests.kit import REPO, TRACEBACK, run_cli
 from tests.kit.properties import deadline
 
 BAD = """\
@@ -140,7 +140,7 @@ def test_any_nested_document_is_valid_or_exit_2_with_a_key_path_per_problem(
     path.write_text(yaml.safe_dump(document, allow_unicode=True))
     result = run_cli("manifests", "--manifest", path)
     assert result.code in (0, 2), result.out + result.err
-    assert "Traceback" not in result.out + result.err
+    assert TRACEBACK not in result.out + result.err
     lines = result.out.splitlines()
     assert len(lines) <= MAX_PROBLEMS_SHOWN + 2  # the verdict, the problems, "... and N more"
     if result.code == 0:

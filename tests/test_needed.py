@@ -15,7 +15,7 @@ import pytest
 
 from ascendpatch.manifest.needed import Condition, evaluate
 from ascendpatch.patchfile.diffwrite import patch_text
-from tests.kit import make_dist, run_cli, tree_digest, write_manifest
+from tests.kit import TRACEBACK, make_dist, run_cli, tree_digest, write_manifest
 
 OP = Condition("demo/sampler.py", ("torch_npu.npu_top_k_top_p",))
 
@@ -198,5 +198,5 @@ def test_a_deeply_nested_release_file_through_the_cli(site: Path, catalog: Path)
     before = tree_digest(site)
     for command in ("apply", "status", "plan"):
         code, out = _cli(site, catalog, command)
-        assert code in (0, 1) and "Traceback" not in out and "unexpected error" not in out, out
+        assert code in (0, 1) and TRACEBACK not in out and "unexpected error" not in out, out
     assert tree_digest(site) == before

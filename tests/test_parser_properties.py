@@ -31,7 +31,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.kit import make_dist, run_cli
+from tests.kit import TRACEBACK, make_dist, run_cli
 from tests.kit.properties import deadline
 
 FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
@@ -42,7 +42,7 @@ def _verdict(*args: str | Path) -> int:
     manifest's other problems, one indented line each)."""
     run = run_cli("--color", "never", *args)
     everything = run.out + run.err
-    assert "Traceback" not in everything and "unexpected error" not in everything, everything
+    assert TRACEBACK not in everything and "unexpected error" not in everything, everything
     assert run.code in (0, 1, 2), everything
     if run.code == 2:
         lines = [line for line in run.err.splitlines() if line.strip()]
@@ -118,7 +118,7 @@ def test_a_record_that_is_a_fifo_or_huge_is_no_rows_not_a_hang(tmp_path: Path) -
     assert "[FAIL] unreadable demo-1.0.dist-info/RECORD (demo 1.0: its RECORD is a FIFO, not " \
         "a regular file; its files are unchecked)" in run.stdout, run.stdout
     assert "other-1.0.dist-info/RECORD (other 1.0: its RECORD is larger than 64 MiB" \
-        in run.stdout and "Traceback" not in run.stderr
+        in run.stdout and TRACEBACK not in run.stderr
 
 
 # --------------------------------------------------------------------------- manifests

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ascendpatch.env import releases
-from tests.kit import Run, run_cli, write_small_manifest
+from tests.kit import TRACEBACK, Run, run_cli, write_small_manifest
 from tests.kit.caches import demo_index, demo_sdist
 
 GOOD = demo_sdist()
@@ -161,7 +161,7 @@ def test_catalog_check_on_any_cached_release_exits_0_or_1_with_words(data: bytes
     in_cache(data)
     result = catalog_check(project)
     assert result.code in (0, 1), result.err
-    assert "Traceback" not in result.err and "details:" not in result.err
+    assert TRACEBACK not in result.err and "details:" not in result.err
 
 
 @pytest.mark.integration

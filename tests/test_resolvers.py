@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 from ascendpatch import hashing
 from ascendpatch.env import standins
 from ascendpatch.manifest import loader
-from tests.kit import Run, build_wheel, isolated, run_cli, torchguard, wheels
+from tests.kit import TRACEBACK, Run, build_wheel, isolated, run_cli, torchguard, wheels
 
 pytestmark = pytest.mark.integration
 
@@ -149,7 +149,7 @@ def test_a_stack_without_a_wheel_says_so_with_either(tmp_path: Path, name: str) 
     for resolver in ("pip", "uv"):
         result = run_cli("--python", python, "--manifest", name, "lock", "-o",
                          tmp_path / "stack.lock", "--resolver", resolver)
-        assert result.code == 1 and "Traceback" not in result.err
+        assert result.code == 1 and TRACEBACK not in result.err
         said[resolver] = result.out + result.err
     assert said["pip"] == said["uv"]
     assert f"no wheel on the index satisfies {NO_WHEEL[name]}" in said["pip"]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ascendpatch.deploy import smoke
 from ascendpatch.deploy.text import printable
-from tests.kit import run_cli
+from tests.kit import TRACEBACK, run_cli
 
 EVIL_ID = "model\x1b]0;pwned\x07\x1b[2J"
 # a new line that forges an [OK] line, and rich markup that would open an OSC 8 link
@@ -269,7 +269,7 @@ def test_escape_sequences_from_the_server_are_neutralised(url: str) -> None:
 def test_bad_input_is_a_usage_error(args: tuple[str, ...]) -> None:
     result = run_cli("smoke", *args)
     assert result.code == 2, result.out + result.err
-    assert "Traceback" not in result.err
+    assert TRACEBACK not in result.err
 
 
 def test_url_credentials_are_never_echoed() -> None:

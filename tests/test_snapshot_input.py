@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.kit import isolated, make_small_demo, run_cli, write_small_manifest
+from tests.kit import TRACEBACK, isolated, make_small_demo, run_cli, write_small_manifest
 from tests.kit.properties import deadline
 
 
@@ -58,7 +58,7 @@ def _one_line_verdict(args: tuple[str | Path, ...]) -> tuple[int, str]:
     """Run the command in-process: its exit code, and its error line (or '')."""
     run = run_cli("--color", "never", *args)
     everything = run.out + run.err
-    assert "Traceback" not in everything and "unexpected error" not in everything, everything
+    assert TRACEBACK not in everything and "unexpected error" not in everything, everything
     assert run.code in (0, 1, 2), everything
     if run.code == 2:
         errors = [line for line in run.err.splitlines() if line.startswith("[FAIL]")]
@@ -144,7 +144,7 @@ def test_text_a_node_spelled_with_lone_surrogates_is_printed_escaped(
                           "fleet-report", good.parent, "-o", page], capture_output=True,
                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"}, check=False)
     assert run.returncode == 1, run.stderr
-    assert b"\\ud800evil" in run.stdout and b"Traceback" not in run.stderr
+    assert b"\\ud800evil" in run.stdout and TRACEBACK.encode() not in run.stderr
     assert "\\ud800evil" in page.read_text(encoding="utf-8")
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from ascendpatch import hashing
 from ascendpatch.env import lockfile
-from tests.kit import Run, build_wheel, run_cli, tree_digest, wheels, write_manifest
+from tests.kit import TRACEBACK, Run, build_wheel, run_cli, tree_digest, wheels, write_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +72,7 @@ def test_a_deeper_conflict_is_pips_own_words_without_traceback(tmp_path: Path,
     assert dry.code == 1
     assert "conflicting requirements: mid-a 1.0 needs cv<=4.11; mid-b 1.0 needs cv>=4.13" \
         in dry.err, dry.err
-    assert "Traceback" not in dry.err and len(dry.err.strip().splitlines()) == 1
+    assert TRACEBACK not in dry.err and len(dry.err.strip().splitlines()) == 1
 
 
 def test_the_refusal_advice_names_an_option_that_exists(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ def test_a_pip_compile_failure_names_the_manifest_not_a_temp_file(tmp_path: Path
         assert result.code == 1
         assert said in result.err, result.err
         assert re.search(r"tmp\w+/", result.err) is None and ".in (line" not in result.err
-        assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
+        assert TRACEBACK not in result.err and len(result.err.strip().splitlines()) == 1
         assert not (tmp_path / "stack.lock").exists()
 
 
@@ -232,7 +232,7 @@ def test_a_bundled_stack_without_a_wheel_says_why(tmp_path: Path, name: str) -> 
         assert (f"[FAIL] cannot read the metadata of the stack's pins from wheels (no wheel on "
                 f"the index satisfies {NO_WHEEL[name]} (it has: ") in text
         assert WHY[name] in text  # the fix that works: tests/test_resolvers.py
-        assert "Traceback" not in text
+        assert TRACEBACK not in text
         print(f"{name} {args[0]}: {took:.1f} s")  # noqa: T201 (timings, shown with pytest -s)
     assert not (tmp_path / "stack.lock").exists()
     assert tree_digest(tmp_path / "venv") == before

@@ -22,6 +22,7 @@ from tests.kit import (
     DEMO_MOD,
     DEMO_OTHER,
     DEMO_PATCH,
+    TRACEBACK,
     Run,
     make_demo_target,
     make_dist,
@@ -554,7 +555,7 @@ def test_a_fifo_or_folder_at_a_patched_path_is_refused_not_waited_on(env: dict[s
         assert result.code == 1, (command, result.out, result.err)
         said = result.out + result.err
         assert f"{mod} is not a regular file" in said and "fix: move it aside" in said
-        assert "Traceback" not in said
+        assert TRACEBACK not in said
     assert _target_files(env["site"]) == before
     assert not (env["site"] / ".ascendpatch" / "journal.json").exists()
 

@@ -29,6 +29,9 @@ from ascendpatch.hashing import record_text
 from ascendpatch.shell.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
+# What Python prints above an uncaught exception: a test that no traceback escaped looks for
+# this, not for the word alone, which a generated input (a manifest key) may well be.
+TRACEBACK = "Traceback (most recent call last)"
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
