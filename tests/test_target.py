@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -214,3 +215,52 @@ def test_canonical_name_is_packagings(name: str) -> None:
     from ascendpatch.env.target import canonical_name
 
     assert canonical_name(name) == canonicalize_name(name)
+
+
+# ------------------------------------------------------------------ the report is the target's
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+                     | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=12)
+_FIELD = st.text(min_size=1, max_size=8) | _JSON  # mostly the right type, sometimes not
+_REPORT = st.fixed_dictionaries(
+    {"site_packages": st.lists(_FIELD, max_size=2) | _JSON,
+     "distributions": st.lists(st.fixed_dictionaries(
+         {"name": _FIELD, "version": _FIELD, "path": _FIELD}) | _JSON, max_size=3) | _JSON},
+    optional={"prefix": _FIELD, "python_version": _JSON,
+              "markers": st.dictionaries(st.text(max_size=8), _FIELD, max_size=2) | _JSON})
+
+
+@given(report=_REPORT | _JSON)
+@settings(max_examples=400, deadline=deadline(1000))
+def test_any_report_is_a_target_or_one_worded_error(report: object) -> None:
+    """What the target interpreter prints is its own (a sitecustomize can print anything): a
+    report of any shape makes a Target whose fields are strings, or a TargetError, never
+    another exception (a name that is a number once crashed with exit 3)."""
+    try:
+        made = target._target_from_report(Path("/x/python"), report)  # type: ignore[arg-type]
+    except TargetError as exc:
+        assert "/x/python" in str(exc)
+        return
+    assert all(isinstance(d.name, str) and isinstance(d.version, str)
+               for d in made.distributions.values())
+    assert made.prefix is None or isinstance(made.prefix, str)
+    assert made.markers is None or all(
+        isinstance(x, str) for x in [*made.markers, *made.markers.values()])
+
+
+def test_a_report_with_a_number_for_a_name_is_exit_2_in_one_line(tmp_path: Path) -> None:
+    """A real process as the target interpreter, answering with a name that is a number."""
+    fake = tmp_path / "python"
+    report = json.dumps({"site_packages": [str(tmp_path)], "distributions": [
+        {"name": 7, "version": "1.0", "path": f"{tmp_path}/x.dist-info"}]})
+    fake.write_text(f"#!/bin/sh\necho '{report}'\n")
+    fake.chmod(0o755)
+    result = run_cli("--python", fake, "status")
+    assert result.code == 2, result.out + result.err
+    assert result.err.count("\n") == 1
+    assert "returned an unreadable report (expected a string, got int)" in result.err
+    from ascendpatch.env import introcache
+
+    assert not introcache.cache_path(fake).exists()  # a refused report is never cached

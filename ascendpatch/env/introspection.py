@@ -39,7 +39,8 @@ class Started:
     def make(self, maker: Callable[[Report], _T]) -> _T:
         """What ``maker`` makes of the report, made once: the report waited for (the target
         interpreter's answer, or TargetError, worded), and cached for the next run once
-        ``maker`` took it."""
+        ``maker`` took it. Once made, it is returned whatever ``maker`` is passed later: one
+        kind of thing is made of a report (env/target.py's Target, its one caller)."""
         if self.made is None:
             fresh = self.cached is None
             report = self._answer() if fresh else self.cached

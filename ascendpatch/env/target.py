@@ -254,17 +254,30 @@ def answered(python: Path) -> Target | None:
 
 
 def _target_from_report(python: Path, info: dict[str, Any]) -> Target:
+    """The Target the report describes; the report is the target interpreter's (anything its
+    site runs may print it): every field of a wrong type is TargetError, worded."""
     try:
-        sites = tuple(Path(p) for p in info["site_packages"])
-        dists = [_distribution(d["name"], d["version"], d["path"]) for d in info["distributions"]]
+        sites = tuple(Path(_text(p)) for p in info["site_packages"])
+        dists = [_distribution(_text(d["name"]), _text(d["version"]), _text(d["path"]))
+                 for d in info["distributions"]]
+        prefix = None if info.get("prefix") is None else _text(info["prefix"])
+        markers = info.get("markers")
+        if markers is not None:
+            markers = {_text(key): _text(value) for key, value in dict(markers).items()}
     except (ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"target interpreter {python} returned an unreadable report ({exc})") \
             from None
     if not sites:
         raise TargetError(f"target interpreter {python} has no site-packages folder")
     return Target(sites, _index(dists), python=python,
-                  python_version=str(info.get("python_version")), prefix=info.get("prefix"),
-                  markers=info.get("markers"))
+                  python_version=str(info.get("python_version")), prefix=prefix,
+                  markers=markers)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"expected a string, got {type(value).__name__}")
 
 
 def from_site_packages(folder: Path) -> Target:
