@@ -25,6 +25,7 @@ HEAVY = ("dataclasses", "ascendpatch.results", "ascendpatch.store.atomic",
 
 SPY = f"""
 import sys
+before = set(sys.modules)  # (coverage's start-up in CI's subprocesses loads dataclasses itself)
 from ascendpatch.env import inscript, introspection
 started = introspection.prefetch
 def prefetch(python):
@@ -34,7 +35,8 @@ def prefetch(python):
 introspection.prefetch = prefetch
 real = inscript.Running.__init__
 def start(self, *args, **kwargs):
-    print("START with", [m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)
+    loaded = [m for m in {HEAVY!r} if m in sys.modules and m not in before]
+    print("START with", loaded, file=sys.stderr)
     real(self, *args, **kwargs)
 inscript.Running.__init__ = start
 from ascendpatch.shell.cli import main
