@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendpatch.env import inscript, pipadapter, target
+from ascendpatch.env import inscript, introspection, pipadapter, target
 from ascendpatch.env.pipadapter import Source
 from tests.kit import make_dist
 from tests.kit.fakes import (
@@ -95,7 +95,7 @@ def test_the_real_probe_still_answers_what_was_recorded(tmp_path: Path, vllm_asc
 def test_the_real_introspection_reads_as_the_fake_one(tmp_path: Path) -> None:
     python, site = real_venv(tmp_path / "venv")
     make_dist(site, "demo", "1.0", {"demo/__init__.py": ""})
-    real = inscript.run_json(python, target.introspection_script())
+    real = inscript.run_json(python, introspection.script())
     fake = introspection_doc(python, site)
     assert real.keys() == fake.keys()
     for key in ("site_packages", "distributions", "executable", "prefix"):

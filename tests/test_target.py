@@ -186,7 +186,7 @@ def test_unchanged_target_runs_nothing_in_the_interpreter(
     wrapper = fake_venv
 
     def runs() -> int:
-        return len(fake_inscript.ran(target.introspection_script()))
+        return len(fake_inscript.ran(introspection.script()))
 
     first = target.from_python(wrapper)
     assert runs() == 1

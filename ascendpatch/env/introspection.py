@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ascendpatch.env import inscript
 from ascendpatch.errors import AscendpatchError, TargetError
@@ -51,8 +51,7 @@ class Started:
 
                 introcache.save(self.python, self.script, report)
             self.cached, self.made = report, made
-        made_before: _T = self.made
-        return made_before
+        return cast("_T", self.made)
 
     def _answer(self) -> Report:
         running = self.running

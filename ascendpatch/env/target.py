@@ -223,10 +223,6 @@ def _index(dists: Iterable[Distribution]) -> dict[str, Distribution]:
     return index
 
 
-def introspection_script() -> str:
-    return introspection.script()
-
-
 def from_python(python: Path) -> Target:
     """Inspect a target interpreter with one subprocess; never imports the NPU stack."""
     return start_python(python)()
@@ -241,14 +237,11 @@ def start_python(python: Path) -> Callable[[], Target]:
     return lambda: started.make(partial(_target_from_report, python))
 
 
-def answered(python: Path) -> Target | None:
-    """The target the parser's prefetch of ``python`` already has, without waiting: its
-    cached report still held (and readable). None while the target interpreter runs."""
-    started = introspection.answered(python)
-    if started is None:
-        return None
+def answered(started: introspection.Started) -> Target | None:
+    """The target an introspection answered from its cached report (introspection.answered)
+    makes, without waiting; None when that report is not readable."""
     try:
-        return started.make(partial(_target_from_report, python))
+        return started.make(partial(_target_from_report, started.python))
     except AscendpatchError:
         return None  # (the command meets it again, and words it)
 

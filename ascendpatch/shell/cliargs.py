@@ -301,11 +301,11 @@ def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) 
 
     introspection.prefetch(python)  # (a Path already: the option's type is cliargs.path)
     reads = command in READS_PIP_CONFIG and not _resolves_with_pip(rest)
-    # (while its interpreter still runs, pip's settings wait for it)
-    if reads and introspection.answered(python) is not None:
+    started = introspection.answered(python) if reads else None
+    if started is not None:  # (while its interpreter still runs, pip's settings wait for it)
         from ascendpatch.env import pipconfig, target
 
-        known = target.answered(python)
+        known = target.answered(started)
         if known is not None:
             pipconfig.prefetch(pipconfig.reader(known), "install")
 

@@ -123,7 +123,7 @@ class FakeInscript:
 
 
 def introspection_script() -> str:
-    from ascendpatch.env.target import introspection_script as script
+    from ascendpatch.env.introspection import script
 
     return script()
 
