@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ascendpatch.env import discover, introspection, target
 from ascendpatch.errors import TargetError
-from tests.kit import make_dist, run_cli
+from tests.kit import TRACEBACK, make_dist, run_cli
 from tests.kit.fakes import FakeInscript
 from tests.kit.properties import deadline
 
@@ -264,3 +264,26 @@ def test_a_report_with_a_number_for_a_name_is_exit_2_in_one_line(tmp_path: Path)
     from ascendpatch.env import introcache
 
     assert not introcache.cache_path(fake).exists()  # a refused report is never cached
+
+
+@pytest.mark.parametrize("answer", [
+    b"[" * 100_000 + b"]" * 100_000,  # json.loads: RecursionError
+    b'{"site_packages": ["/x"], "distributions": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b"\xff\xfe not UTF-8",
+], ids=["deep", "deep-inside", "not-utf8"])
+def test_an_answer_too_deep_or_not_text_is_exit_2_in_one_line(tmp_path: Path,
+                                                               answer: bytes) -> None:
+    """A real process as the target interpreter, printing what a sitecustomize could: every
+    in-target script's answer goes through untrusted.load_json (env/inscript), so no
+    RecursionError or UnicodeDecodeError reaches the user (both were exit 3)."""
+    (tmp_path / "answer").write_bytes(answer + b"\n")
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\ncat {tmp_path / 'answer'}\n")
+    fake.chmod(0o755)
+    result = run_cli("--python", fake, "status")
+    assert result.code == 2, result.out + result.err
+    assert result.err.count("\n") == 1 and TRACEBACK not in result.err
+    assert f"{fake} is not a Python interpreter" in result.err
+    from ascendpatch.env import introcache
+
+    assert not introcache.cache_path(fake).exists()

@@ -17,7 +17,6 @@ otherwise run that user's ``json.py``, ``pip.py`` or ``runpy.py`` as uid 0 (docs
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -115,7 +114,7 @@ class Running:
         try:
             self.proc = subprocess.Popen(
                 code_argv(python, script, args), stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                 start_new_session=own_group, env=dict(env) if env is not None else None)
         except FileNotFoundError:
             raise ScriptError(f"{python} does not exist") from None
@@ -153,11 +152,17 @@ class Running:
                 self._kill()
                 proc.communicate()
                 raise
+        # (the answer is the target's: anything its site runs may print it, as deep or as
+        # undecodable as it likes: untrusted.load_json bounds both)
+        from ascendpatch.untrusted import NotJsonError, UntrustedDocumentError, load_json
+
         try:
-            doc = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            tail = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-            raise ScriptError(tail) from None
+            doc = load_json(out.strip().splitlines()[-1], "its answer")
+        except (NotJsonError, IndexError):
+            said = err.decode("utf-8", "replace").strip().splitlines()
+            raise ScriptError((said or [f"exit code {proc.returncode}"])[-1]) from None
+        except UntrustedDocumentError as exc:
+            raise ScriptError(str(exc)) from None
         if not isinstance(doc, dict):
             raise ScriptError("the script printed no JSON object")
         return doc
