@@ -9,6 +9,7 @@ smoke's top_p=0.9 request the way vLLM really does: a 500 with a JSON message, t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ def test_pit1_death_is_diagnosed_with_its_fix(tmp_path: Path) -> None:
     with realserver.serve(tmp_path, pit1=True) as server:
         result = run_cli("smoke", "--url", server.url)
         group = server.pid
+        # vLLM's ZeroMQ sockets are in the test's folder (tests.kit.isolate), not left in /tmp
+        rpc = Path(os.environ["VLLM_RPC_BASE_PATH"])
+        assert rpc.is_relative_to(tmp_path.parent) and any(p.is_socket() for p in rpc.iterdir())
     assert result.code == 1, result.out
     assert ("[FAIL] EngineCore died on the top_p request: POST /v1/chat/completions with "
             f"top_p=0.9 for '{server.model}' answered 500 (EngineCore encountered an issue. "

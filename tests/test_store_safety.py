@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,8 @@ def test_crash_log_goes_to_a_private_folder(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.delenv("ASCENDPATCH_LOG_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # the fallback is a fresh folder in the system temp folder: this test's own here
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     planted = tmp_path / "cache" / "ascendpatch" / "logs"
     planted.parent.mkdir(parents=True)
     log = Path(crashlog.write(RuntimeError("boom"), ["status"]))
@@ -210,6 +213,7 @@ def test_crash_log_goes_to_a_private_folder(tmp_path: Path, monkeypatch: pytest.
     other = Path(crashlog.write(RuntimeError("boom"), ["status"]))
     assert not list((tmp_path / "victim-dir").iterdir())
     assert other.parent != planted and other.parent.stat().st_mode & 0o777 == 0o700
+    assert other.parent.parent == tmp_path and other.parent.name.startswith("ascendpatch-logs-")
 
 
 # ------------------------------------------------------------------------------ item 9
