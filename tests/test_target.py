@@ -287,3 +287,47 @@ def test_an_answer_too_deep_or_not_text_is_exit_2_in_one_line(tmp_path: Path,
     from ascendpatch.env import introcache
 
     assert not introcache.cache_path(fake).exists()
+
+
+def test_an_endless_answer_is_exit_2_in_one_line(tmp_path: Path) -> None:
+    """A target that prints without end (here ``yes``, gigabytes a second) is stopped at
+    inscript.ANSWER_LIMIT: before, ``communicate`` held all of it in memory until the timeout."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nexec yes \'{"site_packages": []}\'\n')
+    fake.chmod(0o755)
+    result = run_cli("--python", fake, "status")
+    assert result.code == 2, result.out + result.err
+    assert result.err.count("\n") == 1 and TRACEBACK not in result.err
+    assert f"{fake} is not a Python interpreter" in result.err
+
+
+def test_an_answer_reads_in_bounded_memory(tmp_path: Path) -> None:
+    """300 MiB of standard error, then the last line saying what failed, and a child of its
+    own (``setsid``: out of the group's reach) left printing into our pipe: the answer keeps the
+    last line, the reader's peak memory stays far below what was printed, and the escaped
+    printer ends once our end of the pipe is closed."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nhead -c 314572800 /dev/zero >&2\necho 'last words' >&2\n"
+                    f"setsid sh -c 'echo $$ > {tmp_path / 'escaped'}; exec yes' &\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    # the peak is the process's own (VmHWM): ru_maxrss would count the memory of the forked
+    # pytest worker the probe was started from
+    probe = ("import sys\nfrom pathlib import Path\n"
+             "from ascendpatch.env import inscript\n"
+             "try:\n    inscript.run_json(Path(sys.argv[1]), '', timeout=60)\n"
+             "except inscript.ScriptError as exc:\n    print(exc)\n"
+             "status = Path('/proc/self/status').read_text()\n"
+             "print(int(status.split('VmHWM:')[1].split()[0]) // 1024)\n")
+    said, peak_mib = subprocess.run([sys.executable, "-c", probe, str(fake)], check=True,
+                                    capture_output=True, text=True).stdout.splitlines()
+    # the escaped printer filled the 16 MiB the answer may have, and was cut off there
+    assert said == f"{fake} printed more than 16 MiB instead of an answer (it and every " \
+                   "process it started were killed)"
+    assert int(peak_mib) < 100, peak_mib
+    escaped = int((tmp_path / "escaped").read_text())
+    for _ in range(100):  # SIGPIPE on its next write
+        if not Path(f"/proc/{escaped}").exists():
+            break
+        time.sleep(0.05)
+    assert not Path(f"/proc/{escaped}").exists()

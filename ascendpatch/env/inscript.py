@@ -22,7 +22,10 @@ import re
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 PREAMBLE = (
     "import os as _ap_os, sys as _ap_sys\n"
@@ -72,6 +75,48 @@ class ScriptError(Exception):
 
 class ScriptTimeout(ScriptError):
     """The interpreter ran but did not answer in time (it is a program that runs, at least)."""
+
+
+# An answer is one JSON document of a few kilobytes (introspection of a 600-distribution
+# environment: under 100 KiB); what the target prints beyond this is not an answer, and is not
+# held in memory. Of its standard error, only the end is kept: its last line says what failed.
+ANSWER_LIMIT = 16 * 1024 * 1024
+ERROR_TAIL = 64 * 1024
+
+
+class _AnswerTooLarge(Exception):
+    pass
+
+
+def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes]:
+    """``communicate`` with bounds: standard output up to ANSWER_LIMIT (more raises
+    _AnswerTooLarge), the last ERROR_TAIL bytes of standard error, both read until they end and
+    the process exits within ``timeout`` (else ``subprocess.TimeoutExpired``)."""
+    import selectors
+    import subprocess
+    import time
+
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as pipes:
+        pipes.register(proc.stdout, selectors.EVENT_READ, out)
+        pipes.register(proc.stderr, selectors.EVENT_READ, err)
+        while pipes.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            for key, _ in pipes.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    pipes.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if len(out) > ANSWER_LIMIT:
+                    raise _AnswerTooLarge
+                del err[:-ERROR_TAIL]
+    proc.wait(max(deadline - time.monotonic(), 0))
+    return bytes(out), bytes(err)
 
 
 def bundled(name: str) -> str:
@@ -134,6 +179,15 @@ class Running:
             else:
                 os.kill(proc.pid, signal.SIGKILL)
 
+    def _end(self) -> None:
+        """Kill (``_kill``), close our ends of its pipes and reap it: nothing more it, or a
+        process it left holding those pipes, prints is read or waited for."""
+        self._kill()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        self.proc.wait()
+
     def json(self, timeout: float = 120.0) -> dict[str, Any]:
         """The JSON object the script printed last. On timeout (or ^C) it is killed (its
         whole group when it has one of its own, so nothing the interpreter spawned is left
@@ -142,15 +196,18 @@ class Running:
 
         with self.proc as proc:
             try:
-                out, err = proc.communicate(timeout=timeout)
+                out, err = _collect(proc, timeout)
             except subprocess.TimeoutExpired:
-                self._kill()
-                proc.communicate()
+                self._end()
                 raise ScriptTimeout(f"{self.python} did not answer within {timeout:.0f}s (it "
                                     "and every process it started were killed)") from None
+            except _AnswerTooLarge:
+                self._end()
+                raise ScriptError(f"{self.python} printed more than "
+                                  f"{ANSWER_LIMIT // (1024 * 1024)} MiB instead of an answer "
+                                  "(it and every process it started were killed)") from None
             except BaseException:
-                self._kill()
-                proc.communicate()
+                self._end()
                 raise
         # (the answer is the target's: anything its site runs may print it, as deep or as
         # undecodable as it likes: untrusted.load_json bounds both)
@@ -171,9 +228,8 @@ class Running:
         """Not wanted after all: the script (its group, when it has one of its own) is killed
         while it is unreaped (its pid, the group's id, is still its own, even once it has
         exited: a child it left holding our pipes goes too), then it is reaped."""
-        with self.proc as proc:
-            self._kill()
-            proc.communicate()
+        with self.proc:
+            self._end()
 
 
 def stop_all(running: list[Running]) -> None:
