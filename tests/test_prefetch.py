@@ -1,6 +1,7 @@
-"""A target named by ``--python`` starts being inspected as soon as the parser reads it, while the
-command's modules load (shell/cliargs._prefetch, env.introspection.prefetch): once, for the command
-that then takes it, and never left running when no command does."""
+"""A target named by ``--python`` (or ``$ASCENDPATCH_PYTHON``) starts being inspected as soon as
+the parser reads the command word, while the command's modules load (shell/cliargs._prefetch,
+env.introspection.prefetch): once, for the command that then takes it, and never left running
+when no command does."""
 
 from __future__ import annotations
 
@@ -78,14 +79,21 @@ def _runs(marker: Path) -> int:
     return len(marker.read_text().splitlines()) if marker.exists() else 0
 
 
+@pytest.mark.parametrize("named_by", ["--python", "$ASCENDPATCH_PYTHON"])
 def test_the_target_is_inspected_once_and_before_the_commands_modules_load(
-        small_venv: Path, tmp_path: Path) -> None:
+        small_venv: Path, tmp_path: Path, named_by: str) -> None:
     """Cold (no cached report): the target interpreter runs once, started by the parser before
     it imported the audit command (or dataclasses, the store, env/target.py: HEAVY), and
-    audit takes that run's report."""
+    audit takes that run's report; named by --python before the command, or by the variable
+    when nothing on the line names another."""
     wrapper, marker = _logging(small_venv, tmp_path)
     env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-c", SPY, "--python", str(wrapper), "audit"],
+    words = ["audit"]
+    if named_by == "--python":
+        words[:0] = ["--python", str(wrapper)]
+    else:
+        env["ASCENDPATCH_PYTHON"] = str(wrapper)
+    proc = subprocess.run([sys.executable, "-c", SPY, *words],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "PREFETCH first" in proc.stderr
@@ -112,6 +120,7 @@ def test_a_run_that_fails_after_the_prefetch_leaves_no_process(
     assert not Path(f"/proc/{proc.pid}").exists()  # and reaped
 
 
+@pytest.mark.parametrize("named_by", ["--python", "$ASCENDPATCH_PYTHON"])
 @pytest.mark.parametrize("words", [
     ("manifests",),  # a command that reaches into no target
     ("audit", "--site-packages", "{site}"),  # --site-packages wins over --python
@@ -120,18 +129,37 @@ def test_a_run_that_fails_after_the_prefetch_leaves_no_process(
     ("audit", "--help"), ("audit", "--hel"), ("audit", "-qh"),  # help runs nothing in it
 ])
 def test_no_inspection_is_started_where_the_named_interpreter_is_not_the_one_used(
-        small_venv: Path, tmp_path: Path, words: tuple[str, ...],
+        small_venv: Path, tmp_path: Path, words: tuple[str, ...], named_by: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     wrapper, marker = _logging(small_venv, tmp_path)
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
     started = _recording(monkeypatch)
-    result = run_cli("--python", wrapper, *(w.format(site=site, other=small_venv)
-                                            for w in words))
+    line = [w.format(site=site, other=small_venv) for w in words]
+    if named_by == "--python":
+        line[:0] = ["--python", str(wrapper)]
+    else:
+        monkeypatch.setenv("ASCENDPATCH_PYTHON", str(wrapper))
+    result = run_cli(*line)
     assert result.code == 0, result.err
     assert [run.python for run in started] == ([small_venv] if "{other}" in str(words) else [])
     assert _runs(marker) == 0
+
+
+def test_the_variable_is_not_inspected_when_site_packages_comes_before_the_command(
+        small_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--site-packages`` wins over ``$ASCENDPATCH_PYTHON`` wherever it is written (before the
+    command word, argparse refuses it beside --python: only the variable's case exists)."""
+    wrapper, marker = _logging(small_venv, tmp_path)
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ASCENDPATCH_PYTHON", str(wrapper))
+    started = _recording(monkeypatch)
+    result = run_cli("--site-packages", site, "audit")
+    assert result.code == 0, result.err
+    assert started == [] and _runs(marker) == 0
 
 
 def test_a_parser_built_outside_main_starts_nothing(small_venv: Path, tmp_path: Path,

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from ascendpatch.env import introspection
 from ascendpatch.env.target import Target, from_python, from_site_packages
 from ascendpatch.errors import TargetError
 
-ENV_VAR = "ASCENDPATCH_PYTHON"
+ENV_VAR = introspection.ENV_VAR
 ANCHOR_DISTRIBUTION = "vllm-ascend"
 
 

@@ -4,10 +4,11 @@ Its report comes from the cache (env/introcache) while nothing it depends on has
 from the bundled script (env/_introspect.py), run in the target interpreter (env/inscript):
 started now, waited for later. env/target.py makes the report a Target.
 
-The parser starts it as soon as ``--python`` is read (shell/cliargs._prefetch), so this module
-and what it imports stay light: no dataclasses, no store. On a cold cache, every millisecond
-of import before the start is one the run later waits for the target interpreter (tests/
-test_prefetch.py checks that nothing of the sort is loaded when it starts).
+The parser starts it as soon as it knows the target (``--python`` before the command, or
+``$ASCENDPATCH_PYTHON`` when nothing on the line overrides it: shell/cliargs._prefetch), so
+this module and what it imports stay light: no dataclasses, no store. On a cold cache, every
+millisecond of import before the start is one the run later waits for the target interpreter
+(tests/test_prefetch.py checks that nothing of the sort is loaded when it starts).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from ascendpatch.env import inscript
 from ascendpatch.errors import AscendpatchError, TargetError
 
 INTROSPECT_TIMEOUT = 60.0
+# The variable naming the target interpreter (env/discover.ENV_VAR): here, so that the parser
+# reads it without loading discovery (shell/cliargs._prefetch).
+ENV_VAR = "ASCENDPATCH_PYTHON"
 Report = dict[str, Any]
 _T = TypeVar("_T")
 

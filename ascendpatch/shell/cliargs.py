@@ -285,21 +285,23 @@ _NOT_PREFETCHED = ("--python", "--site-packages", "--help", "--version")
 
 
 def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) -> None:
-    """A target named by ``--python`` before the command word (which wins over every other way
-    of naming one) starts being inspected now, before the command's modules load, for a command
-    that reaches into its target (env.introspection.prefetch; main's error boundary stops what no
-    command took); for install and lock, once the target is known from its cached report,
-    the reading of pip's settings starts too (env.pipconfig.prefetch). The words after the
-    command are not parsed yet: when any of them could be read as one of
-    :data:`_NOT_PREFETCHED` (argparse takes any unambiguous prefix: ``--py``, ``--hel``) or as
-    ``-h`` (alone or in a cluster such as ``-qh``), nothing is started; a prefetch is only
-    ever a head start."""
-    python = getattr(namespace, "python", None)
-    if python is None or reach(command) is Reach.NONE or _may_change_the_target(rest):
+    """The target interpreter the command will use, as far as the words before the command
+    word and the environment tell (:func:`_named_python`), starts being inspected now, before
+    the command's modules load, for a command that reaches into its target
+    (env.introspection.prefetch; main's error boundary stops what no command took); for
+    install and lock, once the target is known from its cached report, the reading of pip's
+    settings starts too (env.pipconfig.prefetch). The words after the command are not parsed
+    yet: when any of them could be read as one of :data:`_NOT_PREFETCHED` (argparse takes any
+    unambiguous prefix: ``--py``, ``--hel``) or as ``-h`` (alone or in a cluster such as
+    ``-qh``), nothing is started; a prefetch is only ever a head start."""
+    if reach(command) is Reach.NONE or _may_change_the_target(rest):
+        return
+    python = _named_python(namespace)
+    if python is None:
         return
     from ascendpatch.env import introspection
 
-    introspection.prefetch(python)  # (a Path already: the option's type is cliargs.path)
+    introspection.prefetch(python)
     reads = command in READS_PIP_CONFIG and not _resolves_with_pip(rest)
     started = introspection.answered(python) if reads else None
     if started is not None:  # (while its interpreter still runs, pip's settings wait for it)
@@ -308,6 +310,25 @@ def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) 
         known = target.answered(started)
         if known is not None:
             pipconfig.prefetch(pipconfig.reader(known), "install")
+
+
+def _named_python(namespace: argparse.Namespace) -> Path | None:
+    """The interpreter that is the target unless a word after the command says otherwise, in
+    the precedence of commands/context.choose_target: ``--site-packages`` before the command
+    (it wins: no interpreter), ``--python`` before it (a Path already: the option's type is
+    :func:`path`), ``$ASCENDPATCH_PYTHON`` (as choose_target reads it); None when the config
+    file or discovery decides (reading them is the command's)."""
+    if getattr(namespace, "site_packages", None) is not None:
+        return None
+    python: Path | None = getattr(namespace, "python", None)
+    if python is not None:
+        return python
+    import os
+
+    from ascendpatch.env.introspection import ENV_VAR
+
+    named = os.environ.get(ENV_VAR)
+    return path(named) if named else None
 
 
 def _resolves_with_pip(rest: Sequence[str]) -> bool:
