@@ -126,7 +126,7 @@ def test_files_older_than_the_window_are_not_hashed_again(coarse: tuple[Path, Pa
     """The rule costs only the racy entries: once the files are older than the window, a
     repeat audit on 1-second timestamps hashes nothing."""
     site, manifest = coarse
-    from ascendpatch.inspect.audit.statcache import COARSE_RACY_NS
+    from ascendpatch.stamps import COARSE_RACY_NS
 
     time.sleep(COARSE_RACY_NS / SECOND_NS)
     args = ("--site-packages", site, "--manifest", manifest, "--json", "audit")

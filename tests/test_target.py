@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ascendpatch.env import discover, introspection, target
 from ascendpatch.errors import TargetError
-from tests.kit import TRACEBACK, make_dist, run_cli
+from tests.kit import TRACEBACK, make_dist, past_racy_window, run_cli
 from tests.kit.fakes import FakeInscript
 from tests.kit.properties import deadline
 
@@ -182,28 +182,66 @@ def test_a_python_that_times_out_is_killed_with_its_whole_group(
 def test_unchanged_target_runs_nothing_in_the_interpreter(
         fake_venv: Path, fake_inscript: FakeInscript, tmp_path: Path) -> None:
     """The report is cached on the site folders' mtimes: counted by the fake seam, the target
-    interpreter runs once, then again only when a distribution appears or goes."""
+    interpreter runs once, then again only when a distribution appears or goes. (Each change
+    is made older than the racy window first, as one made minutes before a run is: a report
+    taken within it is not cached, the next test.)"""
     wrapper = fake_venv
 
     def runs() -> int:
         return len(fake_inscript.ran(introspection.script()))
 
+    def settled() -> None:
+        past_racy_window(tmp_path)  # (the same file system: its timestamps' resolution)
+
+    settled()
     first = target.from_python(wrapper)
     assert runs() == 1
     again = target.from_python(wrapper)
     assert runs() == 1 and again.distributions.keys() == first.distributions.keys()
     assert again.markers == first.markers and again.root == first.root
     make_dist(first.root, "latecomer", "1.0", {"latecomer/__init__.py": ""})
+    settled()
     seen = target.from_python(wrapper)
     assert runs() == 2 and seen.get("latecomer") is not None
     assert target.from_python(wrapper).get("latecomer") is not None and runs() == 2
     (first.root / "extra.pth").write_text(str(tmp_path) + "\n")  # a new sys.path entry
+    settled()
     target.from_python(wrapper)
     assert runs() == 3
     shutil.rmtree(first.root / "latecomer-1.0.dist-info")
     shutil.rmtree(first.root / "latecomer")
     (first.root / "extra.pth").unlink()
+    settled()
     assert target.from_python(wrapper).get("latecomer") is None and runs() == 4
+
+
+def test_a_change_made_while_the_interpreter_reports_is_not_cached_over(tmp_path: Path) -> None:
+    """A distribution installed after the interpreter wrote its report, before ascendpatch
+    fingerprinted what the report came from (a ``pip install`` beside the run): the
+    fingerprint already shows the new folder, the report does not. Cached, every later run
+    would miss that distribution until something else changed; the racy rule
+    (ascendpatch/stamps.py) does not cache it, and the next run asks again."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True)
+    small_python = tmp_path / "venv" / "bin" / "python"
+    site = Path(subprocess.run([str(small_python), "-c", "import sysconfig; "
+                                "print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    wrapper = tmp_path / "python"
+    report = tmp_path / "report"
+    wrapper.write_text(f'#!/bin/sh\n"{small_python}" "$@" > "{report}"\n'
+                       f'if [ ! -e "{tmp_path / "installed"}" ]; then\n'
+                       f'  mkdir "{site}/latecomer-1.0.dist-info"\n'
+                       f'  printf "Name: latecomer\\nVersion: 1.0\\n" '
+                       f'> "{site}/latecomer-1.0.dist-info/METADATA"\n'
+                       f'  : > "{site}/latecomer-1.0.dist-info/RECORD"\n'
+                       f'  touch "{tmp_path / "installed"}"\nfi\n'
+                       f'cat "{report}"\n')
+    wrapper.chmod(0o755)
+    past_racy_window(site)
+    assert target.from_python(wrapper).get("latecomer") is None  # (it reported before)
+    assert (tmp_path / "installed").exists()
+    assert target.from_python(wrapper).get("latecomer") is not None
 
 
 @given(st.text(st.sampled_from("aZ09-_.~ ÄßΣ"), max_size=20) | st.text(max_size=20))

@@ -8,6 +8,13 @@ markers) and the script itself. The cache keeps the report with a fingerprint of
 while the fingerprint is unchanged: installing or removing a distribution changes the mtime of
 the folder that holds its ``.dist-info``.
 
+A stat proves nothing about a change made while the interpreter was reporting, or in the same
+timestamp tick (the "racy git" rule, ascendpatch/stamps.py): a distribution
+installed between the report and the fingerprint would be missing from a report whose
+fingerprint already shows it. So a report is cached only when nothing it was derived from
+changed safely before the interpreter started (:func:`save`'s ``since``); else the next run
+asks the interpreter again.
+
 Kept in ascendpatch's own cache folder (never in the target; one that fails cachedir's check is
 not used), one file per interpreter path.
 """
@@ -48,6 +55,25 @@ def _pth_files(folder: str) -> list[Any]:
     return [[name, _stat(os.path.join(folder, name))] for name in names]
 
 
+def _stats(fingerprinted: list[Any]) -> list[list[int]]:
+    """Every stat in a :func:`fingerprint`, by its shape there (``_stat``'s four integers)."""
+    found: list[list[int]] = []
+    for item in fingerprinted:
+        if isinstance(item, list) and len(item) == 4 and all(type(n) is int for n in item):
+            found.append(item)
+        elif isinstance(item, list):
+            found.extend(_stats(item))
+    return found
+
+
+def settled(fingerprinted: list[Any], since: int) -> bool:
+    """Whether every stat of the fingerprint is safely older than ``since`` (``time.time_ns``
+    before the interpreter started): none could hide a change made while it reported."""
+    from ascendpatch.stamps import racy
+
+    return not any(racy(st[0], st[1], since) for st in _stats(fingerprinted))
+
+
 def fingerprint(python: Path, script: str, info: dict[str, Any]) -> list[Any]:
     """Everything the report in ``info`` was derived from, as it stands now."""
     path = os.path.abspath(python)
@@ -83,7 +109,11 @@ def load(python: Path, script: str) -> dict[str, Any] | None:
         return None
 
 
-def save(python: Path, script: str, info: dict[str, Any]) -> None:
-    doc = {"python": os.path.abspath(python), "fingerprint": fingerprint(python, script, info),
-           "info": info}
+def save(python: Path, script: str, info: dict[str, Any], since: int) -> None:
+    """Cache ``info``, the report of an interpreter started at ``since`` (``time.time_ns``),
+    unless something it was derived from changed too recently to tell (:func:`settled`)."""
+    fingerprinted = fingerprint(python, script, info)
+    if not settled(fingerprinted, since):
+        return
+    doc = {"python": os.path.abspath(python), "fingerprint": fingerprinted, "info": info}
     cachedir.write(cache_path(python), json.dumps(doc, separators=(",", ":")).encode())

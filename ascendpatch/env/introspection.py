@@ -14,6 +14,7 @@ millisecond of import before the start is one the run later waits for the target
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -33,11 +34,12 @@ class Started:
     """An introspection under way: the cached report, or the target interpreter running."""
 
     def __init__(self, python: Path, script: str, cached: Report | None = None,
-                 running: inscript.Running | None = None) -> None:
+                 running: inscript.Running | None = None, since: int = 0) -> None:
         self.python = python
         self.script = script
         self.cached = cached
         self.running = running
+        self.since = since  # time.time_ns() before the interpreter started (introcache.save)
         self.made: Any = None  # what the report was made into (env/target.py: the Target)
 
     def make(self, maker: Callable[[Report], _T]) -> _T:
@@ -53,7 +55,7 @@ class Started:
             if fresh:
                 from ascendpatch.env import introcache
 
-                introcache.save(self.python, self.script, report)
+                introcache.save(self.python, self.script, report, self.since)
             self.cached, self.made = report, made
         return cast("_T", self.made)
 
@@ -95,12 +97,13 @@ def start(python: Path) -> Started:
     cached = introcache.load(python, text)  # nothing runs in the target when nothing changed
     if cached is not None:
         return Started(python, text, cached=cached)
+    since = time.time_ns()
     try:
         running = inscript.Running(python, text)
     except inscript.ScriptError as exc:
         raise _failed(python, exc) from None
     _unfinished.append(running)
-    return Started(python, text, running=running)
+    return Started(python, text, running=running, since=since)
 
 
 def prefetch(python: Path) -> None:

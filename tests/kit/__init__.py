@@ -129,13 +129,13 @@ def unmount(where: Path) -> None:
 
 def past_racy_window(path: Path) -> None:
     """Wait until what a test just wrote under ``path`` is older than the stat cache's racy
-    window (inspect/audit/statcache.racy), as files installed minutes before an audit are: a
+    window (ascendpatch/stamps.racy), as files installed minutes before an audit are: a
     repeat audit then trusts their stat instead of hashing them again."""
-    from ascendpatch.inspect.audit import statcache
+    from ascendpatch import stamps
 
     st = path.stat()
-    coarse = not (st.st_mtime_ns % statcache.SECOND_NS and st.st_ctime_ns % statcache.SECOND_NS)
-    time.sleep((statcache.COARSE_RACY_NS if coarse else statcache.FINE_RACY_NS) / 1e9)
+    coarse = not (st.st_mtime_ns % stamps.SECOND_NS and st.st_ctime_ns % stamps.SECOND_NS)
+    time.sleep((stamps.COARSE_RACY_NS if coarse else stamps.FINE_RACY_NS) / 1e9)
 
 
 def run_cli(*args: str | Path) -> Run:

@@ -7,8 +7,8 @@ Documentation/technical/racy-git.txt): on a file system with 1-second timestamps
 128-byte inodes, FAT), a same-size rewrite within the second of an audit keeps size, mtime,
 ctime and inode. So the cache records when the audit that wrote it started (``verified_ns``,
 taken before any file was stat'ed), and an entry whose mtime or ctime is not safely older than
-that (:func:`racy`) is *unverified*: the next audit hashes that file again, and a cache saved
-without having done so forgets the entry (git's "smudging"). The cache lives
+that (``ascendpatch.stamps.racy``) is *unverified*: the next audit hashes that file again, and
+a cache saved without having done so forgets the entry (git's "smudging"). The cache lives
 in ascendpatch's own cache folder (``$ASCENDPATCH_CACHE``, else ``$XDG_CACHE_HOME/ascendpatch``,
 else ``~/.cache/ascendpatch``), one file per target, never inside the target: auditing an image
 writes nothing into it.
@@ -31,6 +31,7 @@ from ascendpatch.inspect.audit import hashpool, statfile
 from ascendpatch.inspect.audit.hashpool import GONE, Done, Hasher
 from ascendpatch.inspect.audit.report import Timings
 from ascendpatch.inspect.audit.statfile import Entry
+from ascendpatch.stamps import COARSE_RACY_NS, racy
 
 CACHE_NAME = "statcache.v5"
 # 3: kept outside the target, keyed by the target's folder; 4: the files' entries packed in
@@ -38,26 +39,6 @@ CACHE_NAME = "statcache.v5"
 # format is not read: the next audit is a full one (and its save removes the old file).
 CACHE_FORMAT = statfile.FORMAT
 _OLD_NAMES = ("statcache.json",)
-SECOND_NS = 10**9
-# How much older than the audit's start a stat must be to prove its file unchanged. Whole
-# seconds (the file system keeps no more; FAT keeps even ones): 2 s and the clock's tick.
-COARSE_RACY_NS = 3 * SECOND_NS
-# Sub-second timestamps: the kernel stamps files from its coarse clock, up to a tick (1-10
-# ms) behind the clock an audit reads; a few ticks to spare.
-FINE_RACY_NS = 50_000_000
-
-
-def racy(mtime_ns: int, ctime_ns: int, verified_ns: int) -> bool:
-    """Whether a stat taken by an audit that started at ``verified_ns`` (``time.time_ns``)
-    cannot prove its file unchanged since: a later write could keep every field of it.
-
-    A timestamp with a fractional second shows the file system keeps sub-second times; both
-    whole (or one of them, by chance, a 1 in 10^9) are taken as 1-second timestamps."""
-    coarse = not (mtime_ns % SECOND_NS and ctime_ns % SECOND_NS)
-    margin = COARSE_RACY_NS if coarse else FINE_RACY_NS
-    return max(mtime_ns, ctime_ns) + margin > verified_ns
-
-
 def cache_path(root: Path | str) -> Path:
     """The stat cache of the target whose state folder is ``root``: outside the target."""
     from ascendpatch import catalog
