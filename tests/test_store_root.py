@@ -46,6 +46,9 @@ def test_a_symlink_out_of_the_tree_is_refused_at_every_depth(
     with pytest.raises(UnsafePathError, match="a symlink leads out of the tree") as err:
         Root(tree["root"]).join(rel, origin="o")
     assert str(tree["outside"]) in str(err.value)
+    assert err.value.fix == (f"find the link with 'namei -l {tree['root'] / rel}'; to have "
+                             "ascendpatch change that file, replace the link with a copy of "
+                             "what it points to")
     assert not Root(tree["root"]).holds(tree["root"] / rel)
 
 
@@ -169,7 +172,8 @@ def test_a_link_is_written_through_only_into_a_guarded_tree(
     assert roots.destination(links["hub"]) == tmp_path / "hub" / "blob"
     assert roots.destination(links["plain"]) == links["plain"]
     for name in ("out", "top"):
-        with pytest.raises(UnsafePathError, match="outside the target; not followed"):
+        with pytest.raises(UnsafePathError, match="outside the target; not followed") as err:
             roots.destination(links[name])
+        assert f"namei -l {links[name]}" in str(err.value)
     assert roots.root_of(tmp_path / "hub" / "blob") == tmp_path / "hub"
     assert roots.root_of(links["plain"]) == tree["root"]

@@ -260,6 +260,8 @@ def test_an_outward_symlink_is_refused(env: dict[str, Path]) -> None:
     mod.symlink_to(outside)
     result = cli(env, "apply")
     assert result.code == 2 and "outside the target" in result.err
+    assert f"; fix: find the link with 'namei -l {mod}'" in result.err  # (one line)
+    assert result.err.count("\n") == 1, result.err
     assert outside.read_text() == MOD
 
 

@@ -49,7 +49,7 @@ from ascendpatch.pipeline.filestate import Content as Content
 from ascendpatch.pipeline.filestate import FileState
 from ascendpatch.results import Level
 from ascendpatch.store.ledger import STATE_DIR
-from ascendpatch.store.root import Root
+from ascendpatch.store.root import Root, link_fix
 
 if TYPE_CHECKING:
     from ascendpatch.inspect.checks.base import Check
@@ -138,7 +138,8 @@ class ArtifactSite:
         parts = below(PurePosixPath(real), self._tree.real)
         if parts is None:
             raise UnsafePathError(f"{origin}: path {rel!r} resolves to {real}, outside the "
-                                  f"target {self._tree.real} (a symlink leads out of the tree)")
+                                  f"target {self._tree.real} (a symlink leads out of the tree)",
+                                  fix=link_fix(self._tree.path / rel))
         if STATE_DIR in parts:
             raise _in_state(origin, rel)
 

@@ -56,7 +56,7 @@ class Root:
         if parts is None:
             raise UnsafePathError(
                 f"{origin}: path {rel!r} resolves to {_real(candidate)}, outside the target "
-                f"{self.real} (a symlink leads out of the tree)")
+                f"{self.real} (a symlink leads out of the tree)", fix=link_fix(candidate))
         return candidate, parts
 
     def inside(self, path: Path) -> tuple[str, ...] | None:
@@ -144,6 +144,13 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def link_fix(path: Path | str) -> str:
+    """The fix of a refusal to follow a link out of the target: which link, and what to do
+    (ascendpatch changes nothing outside the target, whatever the link says)."""
+    return (f"find the link with 'namei -l {path}'; to have ascendpatch change that file, "
+            "replace the link with a copy of what it points to")
+
+
 class Roots:
     """What a store guards: the target, then the other trees kinds write into (the Hugging
     Face cache); never the store's state folder, through a path read from state or a link."""
@@ -199,7 +206,8 @@ class Roots:
         real = _real(path)
         origin = f"symlink {path}"
         if not any(tree.inside(real) for tree in self.trees):  # () : a tree itself, refused
-            raise UnsafePathError(f"{origin} leads to {real}, outside the target; not followed")
+            raise UnsafePathError(f"{origin} leads to {real}, outside the target; not followed",
+                                  fix=link_fix(path))
         return self.outside_state(real, origin)
 
     def root_of(self, path: Path) -> Path:
