@@ -17,6 +17,17 @@ properties.register()
 pytest_plugins = ["tests.kit.homeguard", "tests.kit.schedule"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _sockets_in_the_runs_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """vLLM binds its ZeroMQ sockets in the system temp folder and leaves them there when the
+    server is killed (vllm/utils/network_utils.get_open_zmq_ipc_path): every real server of
+    the run, module fixtures' included, keeps them in the run's own temp folder instead."""
+    rpc = tmp_path_factory.mktemp("rpc", numbered=False)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("VLLM_RPC_BASE_PATH", str(rpc))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Tests never write to the real home, logs or target: everything goes to temp dirs."""

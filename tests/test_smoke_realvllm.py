@@ -30,7 +30,7 @@ def test_pit1_death_is_diagnosed_with_its_fix(tmp_path: Path) -> None:
     with realserver.serve(tmp_path, pit1=True) as server:
         result = run_cli("smoke", "--url", server.url)
         group = server.pid
-        # vLLM's ZeroMQ sockets are in the test's folder (tests.kit.isolate), not left in /tmp
+        # vLLM's ZeroMQ sockets are in the run's folder (conftest), not left in /tmp
         rpc = Path(os.environ["VLLM_RPC_BASE_PATH"])
         assert rpc.is_relative_to(tmp_path.parent) and any(p.is_socket() for p in rpc.iterdir())
     assert result.code == 1, result.out

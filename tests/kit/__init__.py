@@ -62,12 +62,6 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     # machine that would add lines to outputs tests compare, so only tests/test_heartbeat.py
     # turns it on.
     monkeypatch.setenv("ASCENDPATCH_HEARTBEAT", "0")
-    # vLLM binds its ZeroMQ sockets in the system temp folder and leaves them there when the
-    # server is killed (vllm/utils/network_utils.get_open_zmq_ipc_path): a real server started
-    # by a test keeps them in the test's own folder instead.
-    rpc = home / "rpc"
-    rpc.mkdir(parents=True, exist_ok=True)
-    monkeypatch.setenv("VLLM_RPC_BASE_PATH", str(rpc))
 
 
 @contextlib.contextmanager
