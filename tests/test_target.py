@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascendpatch.env import discover, introspection, target
+from ascendpatch.env import discover, inscript, introspection, target
 from ascendpatch.errors import TargetError
 from tests.kit import TRACEBACK, make_dist, past_racy_window, run_cli
 from tests.kit.fakes import FakeInscript
@@ -288,17 +291,33 @@ def test_any_report_is_a_target_or_one_worded_error(report: object) -> None:
         isinstance(x, str) for x in [*made.markers, *made.markers.values()])
 
 
-def test_a_report_with_a_number_for_a_name_is_exit_2_in_one_line(tmp_path: Path) -> None:
-    """A real process as the target interpreter, answering with a name that is a number."""
+@pytest.mark.parametrize(("wrong", "said"), [
+    ({"name": 7}, "expected a string, got int"),
+    # what the report's cache fingerprints (a review found these exit 3, in introcache.save)
+    ({"sys_path": [[1]]}, "expected a string, got list"),
+    ({"sys_path": [3]}, "expected a string, got int"),  # (os.stat(3): a file descriptor)
+    ({"sys_path": 5}, "'int' object is not iterable"),
+    ({"user_site": 0.5}, "expected a string, got float"),
+], ids=["name", "sys_path-list", "sys_path-int", "sys_path-not-a-list", "user_site"])
+def test_a_report_with_a_number_for_a_name_is_exit_2_in_one_line(
+        tmp_path: Path, wrong: dict[str, object], said: str) -> None:
+    """A real process as the target interpreter, answering with a number where a string
+    belongs: a distribution's name, a sys.path entry, the user site folder."""
     fake = tmp_path / "python"
-    report = json.dumps({"site_packages": [str(tmp_path)], "distributions": [
-        {"name": 7, "version": "1.0", "path": f"{tmp_path}/x.dist-info"}]})
+    dist = {"name": "x", "version": "1.0", "path": f"{tmp_path}/x.dist-info"}
+    doc: dict[str, object] = {"site_packages": [str(tmp_path)], "distributions": [dist],
+                              "sys_path": [str(tmp_path)]}
+    if "name" in wrong:
+        dist.update(wrong)  # type: ignore[arg-type]
+    else:
+        doc.update(wrong)
+    report = json.dumps(doc)
     fake.write_text(f"#!/bin/sh\necho '{report}'\n")
     fake.chmod(0o755)
     result = run_cli("--python", fake, "status")
     assert result.code == 2, result.out + result.err
     assert result.err.count("\n") == 1
-    assert "returned an unreadable report (expected a string, got int)" in result.err
+    assert f"returned an unreadable report ({said})" in result.err
     from ascendpatch.env import introcache
 
     assert not introcache.cache_path(fake).exists()  # a refused report is never cached
@@ -339,15 +358,20 @@ def test_an_endless_answer_is_exit_2_in_one_line(tmp_path: Path) -> None:
     assert f"{fake} is not a Python interpreter" in result.err
 
 
-def test_an_answer_reads_in_bounded_memory(tmp_path: Path) -> None:
-    """300 MiB of standard error, then the last line saying what failed, and a child of its
-    own (``setsid``: out of the group's reach) left printing into our pipe: the answer keeps the
-    last line, the reader's peak memory stays far below what was printed, and the escaped
-    printer ends once our end of the pipe is closed."""
+@pytest.mark.parametrize("then", [
+    "echo 'last words' >&2",
+    # a printer of its own (setsid: out of the group's reach) left writing into our pipe
+    "setsid sh -c 'echo $$ > {escaped}; exec yes y >&2' &",
+])
+def test_an_answer_reads_in_bounded_memory(tmp_path: Path, then: str) -> None:
+    """300 MiB of standard error, then the last line saying what failed (or a printer left
+    writing lines without end): the message is the last line, the reader's peak memory stays
+    far below what was printed, and an escaped printer ends once our end of the pipe is
+    closed, after EXIT_GRACE."""
+    escaped = tmp_path / "escaped"
     fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\nhead -c 314572800 /dev/zero >&2\necho 'last words' >&2\n"
-                    f"setsid sh -c 'echo $$ > {tmp_path / 'escaped'}; exec yes' &\n"
-                    "exit 1\n")
+    fake.write_text("#!/bin/sh\nhead -c 314572800 /dev/zero >&2\necho >&2\n"
+                    f"{then.format(escaped=escaped)}\nexit 1\n")
     fake.chmod(0o755)
     # the peak is the process's own (VmHWM): ru_maxrss would count the memory of the forked
     # pytest worker the probe was started from
@@ -359,13 +383,102 @@ def test_an_answer_reads_in_bounded_memory(tmp_path: Path) -> None:
              "print(int(status.split('VmHWM:')[1].split()[0]) // 1024)\n")
     said, peak_mib = subprocess.run([sys.executable, "-c", probe, str(fake)], check=True,
                                     capture_output=True, text=True).stdout.splitlines()
-    # the escaped printer filled the 16 MiB the answer may have, and was cut off there
-    assert said == f"{fake} printed more than 16 MiB instead of an answer (it and every " \
-                   "process it started were killed)"
+    assert said == ("y" if "setsid" in then else "last words")
     assert int(peak_mib) < 100, peak_mib
-    escaped = int((tmp_path / "escaped").read_text())
-    for _ in range(100):  # SIGPIPE on its next write
-        if not Path(f"/proc/{escaped}").exists():
-            break
-        time.sleep(0.05)
-    assert not Path(f"/proc/{escaped}").exists()
+    if escaped.exists():
+        pid = int(escaped.read_text())
+        for _ in range(100):  # SIGPIPE on its next write
+            if not Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists()
+
+
+@pytest.mark.parametrize("leaves", ["setsid sleep 1000", "sleep 1000"])
+def test_a_process_left_holding_the_pipes_does_not_hold_the_answer(
+        tmp_path: Path, leaves: str) -> None:
+    """A target whose start leaves a silent process holding our pipes (a daemon a
+    sitecustomize starts): the answer is taken EXIT_GRACE after the interpreter exits, not
+    after the timeout (on the code before: never, communicate waited for that process). One
+    left in the script's group goes with it; one that left the group (setsid) is not ours to
+    signal, and is left."""
+    pid_file = tmp_path / "left"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{leaves} &\necho $! > {pid_file}\n"
+                    f"exec {sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    answer = inscript.run_json(fake, "import json\nprint(json.dumps({'answer': 42}))",
+                               timeout=60)
+    assert answer == {"answer": 42}
+    pid = int(pid_file.read_text())
+
+    def gone() -> bool:
+        try:
+            return "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return True
+
+    try:
+        if leaves.startswith("setsid"):
+            assert not gone()
+        else:
+            for _ in range(100):  # (SIGKILL is delivered, not yet acted on, when kill returns)
+                if gone():
+                    break
+                time.sleep(0.05)
+            assert gone()
+    finally:
+        with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_bare_name_runs_the_file_the_checks_looked_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--python python3`` (or ``./python3``: pathlib spells both ``python3``) was looked up in
+    the current folder and then run from ``$PATH`` (a review found it): what runs is the file
+    the checks saw."""
+    here, elsewhere = tmp_path / "here", tmp_path / "on-path"
+    for folder in (here, elsewhere):
+        folder.mkdir()
+        wrapper = folder / "python3"
+        wrapper.write_text(f"#!/bin/sh\necho ran >> {folder / 'log'}\n"
+                           f"exec {sys.executable} \"$@\"\n")
+        wrapper.chmod(0o755)
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("PATH", f"{elsewhere}{os.pathsep}{os.environ['PATH']}")
+    for named in ("python3", "./python3"):
+        result = run_cli("--python", named, "status")
+        assert result.code in (0, 1), result.out + result.err
+    assert (here / "log").exists() and not (elsewhere / "log").exists()
+
+
+def test_a_name_too_long_is_exit_2_in_one_line() -> None:
+    """A name the file system refuses to look up (ENAMETOOLONG) was exit 3 with a crash log."""
+    result = run_cli("--python", "/" + "a" * 5000, "status")
+    assert result.code == 2, result.err
+    assert result.err.count("\n") == 1 and TRACEBACK not in result.err
+    assert "cannot be looked up: File name too long; fix: pass --python" in result.err
+
+
+def test_the_racy_rule_sees_every_stat_of_the_fingerprint(
+        venv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """introcache finds the stats in a fingerprint by their shape (four integers): every stat
+    the fingerprint took is found, and nothing else (a changed shape of ``_stat`` fails here,
+    not silently in the racy rule)."""
+    from ascendpatch.env import inscript as seam
+    from ascendpatch.env import introcache
+
+    info = seam.run_json(venv, introspection.script())
+    taken: list[list[int]] = []
+    real = introcache._stat
+
+    def counting(path: str, follow: bool = True) -> list[int] | None:
+        found = real(path, follow)
+        if found is not None:
+            taken.append(found)
+        return found
+
+    monkeypatch.setattr(introcache, "_stat", counting)
+    fingerprinted = introcache.fingerprint(venv, introspection.script(), info)
+    assert len(taken) >= 4  # the interpreter (twice), sys.path's folders, the site's
+    assert introcache._stats(fingerprinted) == taken

@@ -38,17 +38,25 @@ _RUN_FILE = ("import runpy\n_ap_sys.argv[:] = _ap_sys.argv[1:]\n"
              "runpy.run_path(_ap_sys.argv[0], run_name='__main__')\n")
 
 
+def program(python: str | Path) -> str:
+    """``python`` as the program to run: a bare name (``python3``, or ``./python3``, which
+    pathlib spells the same) is the file of that name in the current folder, the one every
+    check looked at, never one found on ``$PATH``."""
+    text = str(python)
+    return text if os.sep in text else os.curdir + os.sep + text
+
+
 def code_argv(python: str | Path, script: str, args: Sequence[str] = ()) -> list[str]:
     """``python -B -c script args`` after the preamble: the caller's folder is not on
     sys.path, no ``__pycache__`` is written."""
-    return [str(python), "-B", "-c", PREAMBLE + script, *args]
+    return [program(python), "-B", "-c", PREAMBLE + script, *args]
 
 
 def module_argv(python: str | Path, module: str, args: Sequence[str] = ()) -> list[str]:
     """``python -m module args`` as it runs here: ``-c`` with the preamble, then runpy runs
     the module as ``__main__`` (sys.argv[0] its file, as ``-m`` sets it), so neither runpy
     nor the module nor anything they import can come from the caller's folder."""
-    return [str(python), "-c", PREAMBLE + _RUN_MODULE.format(module), *args]
+    return [program(python), "-c", PREAMBLE + _RUN_MODULE.format(module), *args]
 
 
 def file_argv(python: str | Path, path: Path, args: Sequence[str] = ()) -> list[str]:
@@ -79,34 +87,55 @@ class ScriptTimeout(ScriptError):
 
 # An answer is one JSON document of a few kilobytes (introspection of a 600-distribution
 # environment: under 100 KiB); what the target prints beyond this is not an answer, and is not
-# held in memory. Of its standard error, only the end is kept: its last line says what failed.
-ANSWER_LIMIT = 16 * 1024 * 1024
+# held in memory (nor its parse: JSON of small objects takes ~35 times its size). Of its
+# standard error, only the end is kept: its last line, cut to MESSAGE_CHARS, says what failed.
+ANSWER_LIMIT = 4 * 1024 * 1024
 ERROR_TAIL = 64 * 1024
+MESSAGE_CHARS = 300
+# Once the script has exited, how long a process it left holding our pipes (a daemon a
+# sitecustomize started) may keep them before the answer is taken as it stands.
+EXIT_GRACE = 0.5
+_POLL = 0.05
 
 
 class _AnswerTooLarge(Exception):
     pass
 
 
-def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes]:
+def _exited(pid: int) -> bool:
+    """Whether our child ``pid`` has exited, without reaping it (its pid, and its group's id,
+    stay its own: :meth:`Running._kill` may still signal them)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes, bool]:
     """``communicate`` with bounds: standard output up to ANSWER_LIMIT (more raises
-    _AnswerTooLarge), the last ERROR_TAIL bytes of standard error, both read until they end and
-    the process exits within ``timeout`` (else ``subprocess.TimeoutExpired``)."""
+    _AnswerTooLarge), the last ERROR_TAIL bytes of standard error, both read until they end or,
+    once the script has exited, for EXIT_GRACE more; the script must exit within ``timeout``
+    (else ``subprocess.TimeoutExpired``). The flag: a process it left still holds the pipes."""
     import selectors
     import subprocess
     import time
 
     assert proc.stdout is not None and proc.stderr is not None
     deadline = time.monotonic() + timeout
+    grace_ends: float | None = None
     out, err = bytearray(), bytearray()
     with selectors.DefaultSelector() as pipes:
         pipes.register(proc.stdout, selectors.EVENT_READ, out)
         pipes.register(proc.stderr, selectors.EVENT_READ, err)
         while pipes.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            if grace_ends is None and _exited(proc.pid):
+                grace_ends = now + EXIT_GRACE
+            if grace_ends is not None and now >= grace_ends:
+                return bytes(out), bytes(err), True
+            if now >= deadline:
                 raise subprocess.TimeoutExpired(proc.args, timeout)
-            for key, _ in pipes.select(left):
+            for key, _ in pipes.select(min(deadline - now, _POLL)):
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
                     pipes.unregister(key.fileobj)
@@ -116,7 +145,14 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, byte
                     raise _AnswerTooLarge
                 del err[:-ERROR_TAIL]
     proc.wait(max(deadline - time.monotonic(), 0))
-    return bytes(out), bytes(err)
+    return bytes(out), bytes(err), False
+
+
+def _message(err: bytes, returncode: int | None) -> str:
+    """What failed, in one line: the last line the script wrote to standard error."""
+    said = err.decode("utf-8", "replace").strip().splitlines()
+    line = (said or [f"exit code {returncode}"])[-1]
+    return line if len(line) <= MESSAGE_CHARS else line[:MESSAGE_CHARS - 3] + "..."
 
 
 def bundled(name: str) -> str:
@@ -196,19 +232,21 @@ class Running:
 
         with self.proc as proc:
             try:
-                out, err = _collect(proc, timeout)
+                out, err, left_behind = _collect(proc, timeout)
             except subprocess.TimeoutExpired:
                 self._end()
                 raise ScriptTimeout(f"{self.python} did not answer within {timeout:.0f}s (it "
-                                    "and every process it started were killed)") from None
+                                    "and every process of its group were killed)") from None
             except _AnswerTooLarge:
                 self._end()
                 raise ScriptError(f"{self.python} printed more than "
                                   f"{ANSWER_LIMIT // (1024 * 1024)} MiB instead of an answer "
-                                  "(it and every process it started were killed)") from None
+                                  "(it and every process of its group were killed)") from None
             except BaseException:
                 self._end()
                 raise
+            if left_behind:  # (what it started and left holding the pipes: its group's go)
+                self._end()
         # (the answer is the target's: anything its site runs may print it, as deep or as
         # undecodable as it likes: untrusted.load_json bounds both)
         from ascendpatch.untrusted import NotJsonError, UntrustedDocumentError, load_json
@@ -216,8 +254,7 @@ class Running:
         try:
             doc = load_json(out.strip().splitlines()[-1], "its answer")
         except (NotJsonError, IndexError):
-            said = err.decode("utf-8", "replace").strip().splitlines()
-            raise ScriptError((said or [f"exit code {proc.returncode}"])[-1]) from None
+            raise ScriptError(_message(err, proc.returncode)) from None
         except UntrustedDocumentError as exc:
             raise ScriptError(str(exc)) from None
         if not isinstance(doc, dict):

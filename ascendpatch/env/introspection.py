@@ -88,7 +88,12 @@ def start(python: Path) -> Started:
     started = _prefetched.pop(python, None)
     if started is not None:
         return started
-    if not python.exists():
+    try:
+        found = python.exists()
+    except OSError as exc:  # (a name too long for the file system, a loop of links)
+        raise TargetError(f"target interpreter {python} cannot be looked up: {exc.strerror}",
+                          fix="pass --python with the path of the image's python") from None
+    if not found:
         raise TargetError(f"target interpreter {python} does not exist",
                           fix="pass --python with the path of the image's python")
     from ascendpatch.env import introcache

@@ -257,6 +257,11 @@ def _target_from_report(python: Path, info: dict[str, Any]) -> Target:
         markers = info.get("markers")
         if markers is not None:
             markers = {_text(key): _text(value) for key, value in dict(markers).items()}
+        # (what the report's cache fingerprints: env/introcache.fingerprint stats each one)
+        for folder in info.get("sys_path", []):
+            _text(folder)
+        if info.get("user_site") is not None:
+            _text(info["user_site"])
     except (ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"target interpreter {python} returned an unreadable report ({exc})") \
             from None
