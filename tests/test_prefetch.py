@@ -20,9 +20,10 @@ from ascendpatch.env import inscript, uvbin
 from tests.kit import past_racy_window, run_cli
 
 # What a cold run must not have loaded when it starts the target interpreter: each of these is
-# milliseconds the run then waits for that interpreter's report (env/introspection.py).
+# milliseconds the run then waits for that interpreter's report (env/introspection.py; hashlib
+# loads OpenSSL's libcrypto: env/introcache.py).
 HEAVY = ("dataclasses", "ascendpatch.results", "ascendpatch.store.atomic",
-         "ascendpatch.env.target", "ascendpatch.commands.audit")
+         "ascendpatch.env.target", "ascendpatch.commands.audit", "hashlib", "json")
 
 SPY = f"""
 import sys
