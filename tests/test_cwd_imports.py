@@ -64,10 +64,7 @@ def test_a_venv_is_made_without_importing_from_the_cwd(planted: Path) -> None:
                                                    ["--without-pip", str(planted / "v")]),
                               capture_output=True, text=True, check=False)
     assert made.returncode == 0 and (planted / "v" / "bin" / "python").exists(), made.stderr
-    assert inscript.shown(inscript.module_argv("/py", "venv", ["x"])) == \
-        ["/py", "-m", "venv", "x"]
-    # a bare name is the file in the current folder the checks looked at (inscript.program)
-    assert inscript.shown(inscript.module_argv("py", "venv", [])) == ["./py", "-m", "venv"]
+    assert inscript.shown(inscript.module_argv("py", "venv", ["x"])) == ["py", "-m", "venv", "x"]
     assert ran(planted) == []
 
 
@@ -80,7 +77,7 @@ def test_a_script_file_runs_without_importing_from_the_cwd(planted: Path) -> Non
                               capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == f'["{script}", "a", "b"]'
-    assert inscript.shown(inscript.file_argv("/py", script, ["a"])) == ["/py", str(script), "a"]
+    assert inscript.shown(inscript.file_argv("py", script, ["a"])) == ["py", str(script), "a"]
     assert ran(planted) == []
 
 

@@ -175,5 +175,15 @@ def test_a_link_is_written_through_only_into_a_guarded_tree(
         with pytest.raises(UnsafePathError, match="outside the target; not followed") as err:
             roots.destination(links[name])
         assert f"namei -l {links[name]}" in str(err.value)
+
     assert roots.root_of(tmp_path / "hub" / "blob") == tmp_path / "hub"
     assert roots.root_of(links["plain"]) == tree["root"]
+
+
+def test_the_link_fix_quotes_the_path_it_names() -> None:
+    """The fix is a command line to copy: a path with a space or $(...) is one quoted word
+    (a review found ``namei -l .../s$(touch PWNED)'q`` printed as it was)."""
+    from ascendpatch.store.root import link_fix
+
+    assert "namei -l '/t/site packages/x.py'" in link_fix(Path("/t/site packages/x.py"))
+    assert "namei -l '/t/s$(touch PWNED)'\"'\"'q'" in link_fix(Path("/t/s$(touch PWNED)'q"))

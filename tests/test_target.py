@@ -86,6 +86,16 @@ def test_discovery_prefers_env_var_then_candidates_with_vllm_ascend(fake_venv: P
     assert found.python is not None and found.python.parent == venv.parent
 
 
+def test_a_manifest_candidate_that_cannot_be_looked_up_is_listed_not_a_crash(
+        tmp_path: Path) -> None:
+    """A manifest's target.python candidate too long to look up (ENAMETOOLONG) was exit 3:
+    discovery lists it with the reason and goes on."""
+    long_name = "/" + "a" * 5000
+    with pytest.raises(TargetError) as err:
+        discover.find_target({"PATH": str(tmp_path)}, preferred=[long_name])
+    assert f"{long_name} (File name too long)" in str(err.value)
+
+
 def test_discovery_failure_lists_what_was_tried(tmp_path: Path) -> None:
     def inspect(path: Path) -> target.Target:
         return target.Target((tmp_path,), {}, python=path)
@@ -432,24 +442,39 @@ def test_a_process_left_holding_the_pipes_does_not_hold_the_answer(
             os.kill(pid, signal.SIGKILL)
 
 
-def test_a_bare_name_runs_the_file_the_checks_looked_at(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--python python3`` (or ``./python3``: pathlib spells both ``python3``) was looked up in
-    the current folder and then run from ``$PATH`` (a review found it): what runs is the file
-    the checks saw."""
-    here, elsewhere = tmp_path / "here", tmp_path / "on-path"
-    for folder in (here, elsewhere):
+@pytest.mark.parametrize("how", ["--python", "$ASCENDPATCH_PYTHON"])
+def test_a_bare_name_is_the_program_on_path_never_the_current_folders(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """``--python python3`` is the python3 on $PATH, as a shell runs it, checked and run as
+    that absolute path: a ``python3`` another user planted in the folder root stands in (/tmp)
+    never runs (a review found 52a9bed running it; before that, the folder's file was checked
+    and $PATH's run). ``./python3`` names the current folder's, and runs it."""
+    here, on_path = tmp_path / "here", tmp_path / "on-path"
+    for folder in (here, on_path):
         folder.mkdir()
         wrapper = folder / "python3"
         wrapper.write_text(f"#!/bin/sh\necho ran >> {folder / 'log'}\n"
                            f"exec {sys.executable} \"$@\"\n")
         wrapper.chmod(0o755)
     monkeypatch.chdir(here)
-    monkeypatch.setenv("PATH", f"{elsewhere}{os.pathsep}{os.environ['PATH']}")
-    for named in ("python3", "./python3"):
-        result = run_cli("--python", named, "status")
+    monkeypatch.setenv("PATH", f"{on_path}{os.pathsep}{os.environ['PATH']}")
+
+    def status(name: str) -> str:
+        if how == "--python":
+            result = run_cli("--python", name, "-v", "status")
+        else:
+            monkeypatch.setenv("ASCENDPATCH_PYTHON", name)
+            result = run_cli("-v", "status")
         assert result.code in (0, 1), result.out + result.err
-    assert (here / "log").exists() and not (elsewhere / "log").exists()
+        return result.out + result.err
+
+    assert f"target {on_path / 'python3'} (Python" in status("python3")
+    assert (on_path / "log").exists() and not (here / "log").exists()
+    assert f"target {here / 'python3'} (Python" in status("./python3")
+    assert (here / "log").exists()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = run_cli("--python", "python3", "status")
+    assert result.code == 2 and "target interpreter python3 is not on PATH" in result.err
 
 
 def test_a_name_too_long_is_exit_2_in_one_line() -> None:
@@ -482,3 +507,19 @@ def test_the_racy_rule_sees_every_stat_of_the_fingerprint(
     fingerprinted = introcache.fingerprint(venv, introspection.script(), info)
     assert len(taken) >= 4  # the interpreter (twice), sys.path's folders, the site's
     assert introcache._stats(fingerprinted) == taken
+
+
+def test_an_answer_the_pipe_still_holds_at_the_grace_is_read_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script that enlarged its pipe (F_SETPIPE_SZ; 1 MiB is the default on 64 KiB-page
+    kernels), wrote an answer bigger than one read and exited, leaving a process holding the
+    pipe, while the reader was not yet reading (here: started late, with no grace): what the
+    pipe holds is drained, not cut at the first read (a review lost a third of 3 MiB so)."""
+    monkeypatch.setattr(inscript, "EXIT_GRACE", 0.0)
+    script = ("import fcntl, json, subprocess, sys\n"
+              "fcntl.fcntl(1, 1031, 1 << 20)\n"  # F_SETPIPE_SZ
+              "subprocess.Popen(['sleep', '1000'])\n"  # holds our pipes
+              "sys.stdout.write(json.dumps({'x': 'a' * 900_000}) + '\\n')\n")
+    running = inscript.Running(Path(sys.executable), script)
+    time.sleep(2)  # it has written the answer into the pipe and exited
+    assert running.json(timeout=60) == {"x": "a" * 900_000}

@@ -22,7 +22,7 @@ ANCHOR_DISTRIBUTION = "vllm-ascend"
 def candidates(env: Mapping[str, str], preferred: Sequence[str] = ()) -> list[Path]:
     import shutil  # (here: a run with --python needs none of it, and it costs 2 ms)
 
-    found: list[Path] = [Path(p) for p in preferred]
+    found: list[Path] = [introspection.named(p) for p in preferred]
     found.append(Path("/usr/local/python3.12.13/bin/python3"))
     found += sorted(Path("/usr/local").glob("python3*/bin/python3"), reverse=True)
     found += [Path("/usr/local/bin/python3"), Path("/usr/bin/python3")]
@@ -66,11 +66,16 @@ def find_target(env: Mapping[str, str], inspect: Callable[[Path], Target] = from
     with vllm-ascend. The built-in candidates are system paths and run as before."""
     explicit = env.get(ENV_VAR)
     if explicit:
-        return inspect(Path(explicit))
+        return inspect(introspection.named(explicit))
     tried: list[str] = []
-    from_manifest = {Path(p) for p in preferred}
+    from_manifest = {introspection.named(p) for p in preferred}
     for path in candidates(env, preferred):
-        if not path.exists():
+        try:
+            present = path.exists()
+        except OSError as exc:  # (a name too long, a folder not searchable: a manifest's)
+            tried.append(f"{path} ({exc.strerror})")
+            continue
+        if not present:
             tried.append(f"{path} (absent)")
             continue
         if path in from_manifest and not run_preferred:

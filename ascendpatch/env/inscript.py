@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import selectors
     import subprocess
 
 PREAMBLE = (
@@ -38,25 +39,17 @@ _RUN_FILE = ("import runpy\n_ap_sys.argv[:] = _ap_sys.argv[1:]\n"
              "runpy.run_path(_ap_sys.argv[0], run_name='__main__')\n")
 
 
-def program(python: str | Path) -> str:
-    """``python`` as the program to run: a bare name (``python3``, or ``./python3``, which
-    pathlib spells the same) is the file of that name in the current folder, the one every
-    check looked at, never one found on ``$PATH``."""
-    text = str(python)
-    return text if os.sep in text else os.curdir + os.sep + text
-
-
 def code_argv(python: str | Path, script: str, args: Sequence[str] = ()) -> list[str]:
     """``python -B -c script args`` after the preamble: the caller's folder is not on
     sys.path, no ``__pycache__`` is written."""
-    return [program(python), "-B", "-c", PREAMBLE + script, *args]
+    return [str(python), "-B", "-c", PREAMBLE + script, *args]
 
 
 def module_argv(python: str | Path, module: str, args: Sequence[str] = ()) -> list[str]:
     """``python -m module args`` as it runs here: ``-c`` with the preamble, then runpy runs
     the module as ``__main__`` (sys.argv[0] its file, as ``-m`` sets it), so neither runpy
     nor the module nor anything they import can come from the caller's folder."""
-    return [program(python), "-c", PREAMBLE + _RUN_MODULE.format(module), *args]
+    return [str(python), "-c", PREAMBLE + _RUN_MODULE.format(module), *args]
 
 
 def file_argv(python: str | Path, path: Path, args: Sequence[str] = ()) -> list[str]:
@@ -132,20 +125,32 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, byte
             if grace_ends is None and _exited(proc.pid):
                 grace_ends = now + EXIT_GRACE
             if grace_ends is not None and now >= grace_ends:
+                # what the pipes already hold is the answer's end (a pipe can hold more than
+                # one read: 1 MiB on 64 KiB-page kernels, or as F_SETPIPE_SZ made it)
+                drained = 0
+                while drained <= ANSWER_LIMIT and (ready := pipes.select(0)):
+                    drained += sum(_take(pipes, key, out, err) for key, _ in ready)
                 return bytes(out), bytes(err), True
             if now >= deadline:
                 raise subprocess.TimeoutExpired(proc.args, timeout)
             for key, _ in pipes.select(min(deadline - now, _POLL)):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    pipes.unregister(key.fileobj)
-                    continue
-                key.data.extend(chunk)
-                if len(out) > ANSWER_LIMIT:
-                    raise _AnswerTooLarge
-                del err[:-ERROR_TAIL]
+                _take(pipes, key, out, err)
     proc.wait(max(deadline - time.monotonic(), 0))
     return bytes(out), bytes(err), False
+
+
+def _take(pipes: selectors.BaseSelector, key: selectors.SelectorKey, out: bytearray,
+          err: bytearray) -> int:
+    """One read from a ready pipe into its buffer (the end unregisters it); how many bytes."""
+    chunk = os.read(key.fd, 1 << 16)
+    if not chunk:
+        pipes.unregister(key.fileobj)
+        return 0
+    key.data.extend(chunk)
+    if len(out) > ANSWER_LIMIT:
+        raise _AnswerTooLarge
+    del err[:-ERROR_TAIL]
+    return len(chunk)
 
 
 def _message(err: bytes, returncode: int | None) -> str:

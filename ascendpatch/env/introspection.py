@@ -14,6 +14,7 @@ millisecond of import before the start is one the run later waits for the target
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,23 @@ INTROSPECT_TIMEOUT = 60.0
 ENV_VAR = "ASCENDPATCH_PYTHON"
 Report = dict[str, Any]
 _T = TypeVar("_T")
+
+
+def named(python: str) -> Path:
+    """The interpreter a user names (``--python``, ``$ASCENDPATCH_PYTHON``, a manifest's
+    candidate): a bare name (``python3``) is the program of that name on ``$PATH``, as a shell
+    would run it, made an absolute path for every check, cache key and run; never a file of
+    the current folder, which root may be standing in (/tmp, another user's folder). ``./name``
+    (which pathlib spells as the bare name) means the current folder, and says so."""
+    path = Path(python)
+    if os.sep in str(path):
+        return path
+    if os.sep in python:
+        return Path.cwd() / path  # (not resolve(): a venv's python is a link to keep)
+    import shutil  # (only for a bare name: 2 ms)
+
+    found = shutil.which(python)
+    return Path(found) if found else path
 
 
 class Started:
@@ -88,9 +106,12 @@ def start(python: Path) -> Started:
     started = _prefetched.pop(python, None)
     if started is not None:
         return started
+    if os.sep not in str(python):  # (a bare name :func:`named` found nowhere on $PATH)
+        raise TargetError(f"target interpreter {python} is not on PATH",
+                          fix="pass --python with the path of the image's python")
     try:
         found = python.exists()
-    except OSError as exc:  # (a name too long for the file system, a loop of links)
+    except OSError as exc:  # (a name too long for the file system, a folder not searchable)
         raise TargetError(f"target interpreter {python} cannot be looked up: {exc.strerror}",
                           fix="pass --python with the path of the image's python") from None
     if not found:

@@ -32,6 +32,13 @@ def path(text: str) -> Path:
 
 
 
+def interpreter(text: str) -> Path:
+    """An interpreter argument: a bare name is found on $PATH (env/introspection.named)."""
+    from ascendpatch.env.introspection import named
+
+    return named(text)
+
+
 def seconds(text: str) -> float:
     """A duration: a finite number >= 0 (``nan``, ``inf`` and negatives are refused)."""
     try:
@@ -69,7 +76,7 @@ def global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
         return argparse.SUPPRESS if suppress else value
 
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--python", type=path, default=dflt(None), metavar="PATH",
+    where.add_argument("--python", type=interpreter, default=dflt(None), metavar="PATH",
                        help="target interpreter (default: $ASCENDPATCH_PYTHON, then python = "
                             "or site-packages = in the config file, then the documented "
                             "candidates that have vllm-ascend)")
@@ -325,10 +332,10 @@ def _named_python(namespace: argparse.Namespace) -> Path | None:
         return python
     import os
 
-    from ascendpatch.env.introspection import ENV_VAR
+    from ascendpatch.env.introspection import ENV_VAR, named
 
-    named = os.environ.get(ENV_VAR)
-    return path(named) if named else None
+    value = os.environ.get(ENV_VAR)
+    return named(value) if value else None
 
 
 def _resolves_with_pip(rest: Sequence[str]) -> bool:

@@ -147,8 +147,10 @@ def _real(path: Path) -> Path:
 def link_fix(path: Path | str) -> str:
     """The fix of a refusal to follow a link out of the target: which link, and what to do
     (ascendpatch changes nothing outside the target, whatever the link says)."""
-    return (f"find the link with 'namei -l {path}'; to have ascendpatch change that file, "
-            "replace the link with a copy of what it points to")
+    import shlex  # (quoted: a path may hold spaces or $(...), and this line is copied)
+
+    return (f"find the link with 'namei -l {shlex.quote(str(path))}'; to have ascendpatch "
+            "change that file, replace the link with a copy of what it points to")
 
 
 class Roots:
