@@ -118,15 +118,15 @@ def _config(args: Namespace) -> Config | None:
 
 def choose_target(args: Namespace) -> Choice:
     """flag > $ASCENDPATCH_PYTHON > config > discovery (value None)."""
-    from ascendpatch.env import discover
-    from ascendpatch.env.introspection import named
+    from ascendpatch.env import introspection
 
     if getattr(args, "site_packages", None) is not None:
         return Choice(args.site_packages, "--site-packages", "site-packages")
     if getattr(args, "python", None) is not None:
         return Choice(args.python, "--python")
-    if os.environ.get(discover.ENV_VAR):
-        return Choice(named(os.environ[discover.ENV_VAR]), f"${discover.ENV_VAR}")
+    from_env = introspection.from_env(os.environ)
+    if from_env is not None:
+        return Choice(from_env, f"${introspection.ENV_VAR}")
     found = _config(args)
     for key in ("python", "site-packages"):
         path = found.resolved(key) if found is not None else None

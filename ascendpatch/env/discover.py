@@ -64,9 +64,9 @@ def find_target(env: Mapping[str, str], inspect: Callable[[Path], Target] = from
     ``run_preferred`` False (a command that needs no interpreter): those candidates come from
     a manifest, which is data; they are never executed, only looked beside for a site-packages
     with vllm-ascend. The built-in candidates are system paths and run as before."""
-    explicit = env.get(ENV_VAR)
-    if explicit:
-        return inspect(introspection.named(explicit))
+    explicit = introspection.from_env(env)
+    if explicit is not None:
+        return inspect(explicit)
     tried: list[str] = []
     from_manifest = {introspection.named(p) for p in preferred}
     for path in candidates(env, preferred):

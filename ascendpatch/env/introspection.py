@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -46,6 +46,12 @@ def named(python: str) -> Path:
 
     found = shutil.which(python)
     return Path(found) if found else path
+
+
+def from_env(env: Mapping[str, str]) -> Path | None:
+    """The interpreter ``$ASCENDPATCH_PYTHON`` names in ``env`` (:func:`named`), or None."""
+    value = env.get(ENV_VAR)
+    return named(value) if value else None
 
 
 class Started:

@@ -332,10 +332,9 @@ def _named_python(namespace: argparse.Namespace) -> Path | None:
         return python
     import os
 
-    from ascendpatch.env.introspection import ENV_VAR, named
+    from ascendpatch.env.introspection import from_env
 
-    value = os.environ.get(ENV_VAR)
-    return named(value) if value else None
+    return from_env(os.environ)
 
 
 def _resolves_with_pip(rest: Sequence[str]) -> bool:
