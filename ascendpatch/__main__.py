@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from ascendpatch.shell.cli import main
+from ascendpatch.shell.cli import entry
 
-raise SystemExit(main())
+entry()
