@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ascendpatch.env import inscript, pipconfig, pipindex, resolver, stackcheck, uvbin
 from ascendpatch.env.pipadapter import ONLINE
@@ -232,3 +234,41 @@ def test_an_answer_that_is_not_the_readers_is_untranslatable(tmp_path: Path) -> 
         pipconfig.read(fake, "install")
     with pytest.raises(pipconfig.Untranslatable, match="missing does not exist"):
         pipconfig.read(tmp_path / "missing", "install")
+
+
+def _report(python: Path) -> dict[str, Any]:
+    from ascendpatch.env import introspection
+
+    return introspection.start(python).make(lambda info: info)
+
+
+def test_the_parsers_reader_from_a_report_is_the_commands_reader_of_its_target(
+        tmp_path: Path) -> None:
+    """The parser picks the reader of pip's settings from the cached report (no Target made:
+    cliargs._prefetch); the command picks it from the Target. They must agree, or the head
+    start is lost: a real venv with pip (its own), one without (this tool's, run by it)."""
+    for pip in (True, False):
+        venv = tmp_path / f"pip-{pip}"
+        subprocess.run([sys.executable, "-m", "venv", str(venv),
+                        *([] if pip else ["--without-pip"])], check=True)
+        python = venv / "bin" / "python"
+        target = from_python(python)
+        assert (target.get("pip") is not None) is pip
+        assert pipconfig.reader_of_report(python, _report(python)) == pipconfig.reader(target)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=4)
+                           | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                           max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["distributions", "sys_path", "name"]), json_values)
+       | st.fixed_dictionaries({"distributions": st.lists(
+           st.fixed_dictionaries({"name": json_values}) | json_values, max_size=4)}))
+def test_a_report_of_any_shape_gives_a_reader_or_none(info: dict[str, Any]) -> None:
+    """The report is the target interpreter's (its site may print anything): the parser's
+    reading of it never raises."""
+    found = pipconfig.reader_of_report(Path("/nonexistent/python"), info)
+    assert found is None or found.python == Path("/nonexistent/python")

@@ -29,9 +29,12 @@ from typing import Any
 from ascendpatch import cachedir, catalog
 
 # On a cold run this module decides whether the target interpreter must start at all, so what
-# it imports is waited for before that start: hashlib (OpenSSL's libcrypto: 10 ms, 30 ms with
-# a cold page cache) and json are imported only where a cache file exists or is written.
-FORMAT = 1
+# it imports is waited for before that start; on a warm one, install's reading of pip's
+# settings waits for it (shell/cliargs._prefetch). So no hashlib (OpenSSL's libcrypto: 10 ms,
+# 30 ms with a cold page cache): the script and the path are told apart by zlib's checksums
+# (what they guard against is a change, not an adversary: both are ascendpatch's own); json
+# only where a cache file exists or is written.
+FORMAT = 2
 _ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH",
         "PYTHONPLATLIBDIR", "HOME")
 
@@ -39,9 +42,12 @@ _ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHO
 def cache_path(python: Path) -> Path:
     """One file per interpreter path, named by two checksums of it (zlib: no hashlib before
     the start); the file names the path it is for, and another's is never used (:func:`load`)."""
-    path = os.fsencode(os.path.abspath(python))
-    key = f"{zlib.crc32(path):08x}{zlib.adler32(path):08x}"
-    return catalog.cache_dir() / "introspect" / f"{key}.json"
+    return catalog.cache_dir() / "introspect" / f"{_checksums(os.path.abspath(python))}.json"
+
+
+def _checksums(text: str) -> str:
+    data = os.fsencode(text)
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
 
 def _stat(path: str, follow: bool = True) -> list[int] | None:
@@ -81,14 +87,12 @@ def settled(fingerprinted: list[Any], since: int) -> bool:
 
 def fingerprint(python: Path, script: str, info: dict[str, Any]) -> list[Any]:
     """Everything the report in ``info`` was derived from, as it stands now."""
-    import hashlib
-
     path = os.path.abspath(python)
     folders = list(dict.fromkeys([*info.get("sys_path", []), *info.get("site_packages", [])]))
     user_site = info.get("user_site")
     uname = os.uname()
     return [
-        FORMAT, hashlib.sha256(script.encode()).hexdigest(),
+        FORMAT, _checksums(script),
         _stat(path, follow=False), _stat(path),
         [os.environ.get(name) for name in _ENV],
         [uname.release, uname.version, uname.machine],

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ascendpatch import redact
 from ascendpatch.env import inscript
@@ -68,10 +68,11 @@ class Untranslatable(Exception):
     """A pip setting uv cannot be given the same way (its name, never its value)."""
 
 
-@dataclass(frozen=True)
-class UvSettings:
+# (NamedTuples, not dataclasses: the parser imports this module before the pip settings' read
+# starts, and dataclasses with inspect cost that start 5-10 ms)
+class UvSettings(NamedTuple):
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = MappingProxyType({})
 
 
 Settings = tuple[tuple[str, str], ...]
@@ -85,8 +86,7 @@ _started: dict[_Key, inscript.Running] = {}
 _TIMEOUT = 60.0
 
 
-@dataclass(frozen=True)
-class Reader:
+class Reader(NamedTuple):
     """Who reads pip's configuration for a target: its interpreter, which decides the site
     ``pip.conf`` (``sys.prefix``), with its own pip, or with this tool's (``pip_path``, the
     folder holding it) when it has none, as ``pip --python TARGET`` runs this tool's pip."""
@@ -99,14 +99,32 @@ def reader(target: Target) -> Reader:
     """The reader for ``target``; this tool's own interpreter for a folder-only target."""
     if target.python is None:
         return Reader(Path(sys.executable))
-    if target.get("pip") is not None:
-        return Reader(target.python)
+    return _reader(target.python, target.get("pip") is not None)
+
+
+def reader_of_report(python: Path, info: Mapping[str, Any]) -> Reader | None:
+    """The reader :func:`reader` gives the target ``python``'s introspection report ``info``
+    describes, without making that Target (env/target.py and what it imports, on the way to
+    the parser's :func:`prefetch`); None for a report it cannot tell from. A wrong guess only
+    costs the head start: :func:`read` waits for a prefetched read of its own key only."""
+    dists = info.get("distributions")
+    if not isinstance(dists, list):
+        return None
+    # ("pip" has no separator: its PEP 503 name, target.canonical_name, is its lower case)
+    has_pip = any(isinstance(d, dict) and isinstance(d.get("name"), str)
+                  and d["name"].lower() == "pip" for d in dists)
+    return _reader(python, has_pip)
+
+
+def _reader(python: Path, has_pip: bool) -> Reader:
+    if has_pip:
+        return Reader(python)
     import importlib.util
 
     spec = importlib.util.find_spec("pip")  # (found, not imported)
     if spec is None or spec.origin is None:
         return Reader(Path(sys.executable))
-    return Reader(target.python, str(Path(spec.origin).parent.parent))
+    return Reader(python, str(Path(spec.origin).parent.parent))
 
 
 def read(source: Path | Reader, command: str, env: Mapping[str, str] | None = None) \

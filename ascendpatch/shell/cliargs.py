@@ -311,12 +311,13 @@ def _prefetch(namespace: argparse.Namespace, command: str, rest: Sequence[str]) 
     introspection.prefetch(python)
     reads = command in READS_PIP_CONFIG and not _resolves_with_pip(rest)
     started = introspection.answered(python) if reads else None
-    if started is not None:  # (while its interpreter still runs, pip's settings wait for it)
-        from ascendpatch.env import pipconfig, target
+    if started is not None and started.cached is not None:
+        # (while its interpreter still runs, pip's settings wait for it)
+        from ascendpatch.env import pipconfig
 
-        known = target.answered(started)
-        if known is not None:
-            pipconfig.prefetch(pipconfig.reader(known), "install")
+        who = pipconfig.reader_of_report(python, started.cached)
+        if who is not None:
+            pipconfig.prefetch(who, "install")
 
 
 def _named_python(namespace: argparse.Namespace) -> Path | None:
