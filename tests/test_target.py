@@ -489,6 +489,8 @@ def test_a_name_too_long_is_exit_2_in_one_line() -> None:
     assert result.code == 2, result.err
     assert result.err.count("\n") == 1 and TRACEBACK not in result.err
     assert "cannot be looked up: File name too long; fix: pass --python" in result.err
+    assert "... (5001 characters) cannot be looked up" in result.err
+    assert len(result.err) < 400  # (the whole name was printed: 5,000 characters)
 
 
 def test_the_racy_rule_sees_every_stat_of_the_fingerprint(
