@@ -18,14 +18,19 @@ from ascendpatch.errors import UnsafePathError
 def check_relative(rel: str, *, origin: str) -> PurePosixPath:
     """Validate the *form* of a relative path: no absolute paths, no '..', no NUL."""
     if not rel or "\0" in rel or "\\" in rel:
-        raise UnsafePathError(f"{origin}: path {rel!r} is not a plain relative path")
+        raise UnsafePathError(f"{origin}: path {rel!r} is not a plain relative path",
+                              fix=f"write it with forward slashes, {_RELATIVE}")
     pure = PurePosixPath(rel)
     if pure.is_absolute() or rel.startswith("~"):
-        raise UnsafePathError(f"{origin}: absolute path {rel!r} is not allowed; use a path "
-                              "relative to the distribution's install location")
+        raise UnsafePathError(f"{origin}: absolute path {rel!r} is not allowed",
+                              fix=f"use a path {_RELATIVE}")
     if any(part == ".." for part in pure.parts):
-        raise UnsafePathError(f"{origin}: path {rel!r} contains '..' and would leave the target")
+        raise UnsafePathError(f"{origin}: path {rel!r} contains '..' and would leave the target",
+                              fix=f"name the file without '..', by its path {_RELATIVE}")
     return pure
+
+
+_RELATIVE = "relative to the distribution's install location (site-packages)"
 
 
 # O_NONBLOCK: opening a FIFO for reading would wait for a writer; O_NOCTTY: a terminal device
