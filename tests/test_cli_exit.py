@@ -48,7 +48,8 @@ if os.environ.get("EXIT_PROBE_THREAD"):
 
 
 def _run(tmp_path: Path, *args: str, thread: bool = False,
-         stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+         stdout: int | None = subprocess.PIPE,
+         program: tuple[str, ...] = ("-m", "ascendpatch")) -> subprocess.CompletedProcess[str]:
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(_SITE)
@@ -56,7 +57,7 @@ def _run(tmp_path: Path, *args: str, thread: bool = False,
     out.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
            "EXIT_PROBE_DIR": str(out), "EXIT_PROBE_THREAD": "1" if thread else ""}
-    return subprocess.run([sys.executable, "-m", "ascendpatch", *args], env=env, text=True,
+    return subprocess.run([sys.executable, *program, *args], env=env, text=True,
                           stdout=stdout, stderr=subprocess.PIPE, timeout=60, check=False,
                           stdin=subprocess.DEVNULL)
 
@@ -65,14 +66,21 @@ def _ran(tmp_path: Path) -> set[str]:
     return {p.name for p in (tmp_path / "out").iterdir()}
 
 
+CONSOLE_SCRIPT = Path(sys.executable).with_name("ascendpatch")  # (pip install -e . made it)
+
+
+@pytest.mark.parametrize("program", [("-m", "ascendpatch"), (str(CONSOLE_SCRIPT),)],
+                         ids=["python -m ascendpatch", "the console script"])
 @pytest.mark.parametrize(("args", "code"), [
     (("--version",), 0),  # argparse's SystemExit(0)
     (("no-such-command",), 2),  # argparse's usage error, SystemExit(2)
     (("--site-packages", "/nonexistent-target", "status"), 2),  # main's own return
 ])
 def test_the_exit_handlers_run_the_modules_are_not_torn_down_and_the_code_is_kept(
-        tmp_path: Path, args: tuple[str, ...], code: int) -> None:
-    done = _run(tmp_path, *args)
+        tmp_path: Path, args: tuple[str, ...], code: int, program: tuple[str, ...]) -> None:
+    if not Path(program[0]).name.startswith("-") and not CONSOLE_SCRIPT.exists():
+        pytest.skip("ascendpatch is not installed with a console script here")
+    done = _run(tmp_path, *args, program=program)
     assert done.returncode == code, done.stderr
     # atexit (coverage saves its data so), weakref.finalize (a TemporaryDirectory's clean-up)
     assert _ran(tmp_path) == {"atexit-ran", "finalize-ran"}, done.stderr
@@ -115,3 +123,28 @@ def test_an_output_that_cannot_be_flushed_is_left_to_the_interpreter(
     with pytest.raises(SystemExit) as ended:
         cli._leave(1)
     assert ended.value.code == 1
+
+
+def test_a_profiler_running_ascendpatch_still_writes_its_profile(tmp_path: Path) -> None:
+    """``python -m cProfile -o FILE -m ascendpatch``: cProfile is the program and writes its
+    file after the run returns; ascendpatch ends the usual way there (an os._exit cut the
+    file: bench/run.py's "where the time goes" found it)."""
+    profile = tmp_path / "prof"
+    done = _run(tmp_path, "--version",
+                program=("-m", "cProfile", "-o", str(profile), "-m", "ascendpatch"))
+    assert done.returncode == 0, done.stderr
+    assert profile.stat().st_size > 0
+    assert "module-teardown-ran" in _ran(tmp_path)  # (the interpreter's own ending)
+
+
+def test_a_coverage_run_of_ascendpatch_still_saves_its_data(tmp_path: Path) -> None:
+    """``coverage run -m ascendpatch``: coverage is the program and saves its data after the
+    run returns (its atexit handler does not, for a run it started itself)."""
+    data = tmp_path / "cov-data"
+    rcfile = tmp_path / "empty.toml"  # (not the checkout's pyproject.toml settings)
+    rcfile.write_text("")
+    done = _run(tmp_path, "--version",
+                program=("-m", "coverage", "run", "--rcfile", str(rcfile),
+                         f"--data-file={data}", "-m", "ascendpatch"))
+    assert done.returncode == 0, done.stderr
+    assert data.exists() and data.stat().st_size > 0, done.stderr

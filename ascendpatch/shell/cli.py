@@ -27,6 +27,8 @@ from ascendpatch.errors import (
 from ascendpatch.shell import cliargs
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from ascendpatch.results import CommandResult
     from ascendpatch.shell.cliargs import Handler
 
@@ -147,14 +149,35 @@ def entry() -> NoReturn:
     ``TemporaryDirectory`` left open) but without tearing its modules down one object at a
     time, which took 15-20 ms of every run here (bench/README, ninth round). Whenever that is
     not the same ending (a thread the interpreter would wait for, an output that cannot be
-    flushed, an exit status that is not a number), the interpreter ends it as usual."""
+    flushed, an exit status that is not a number), or when ascendpatch is not the program but
+    runs inside another's process (``python -m cProfile``, ``trace``, ``pdb``, ``coverage
+    run``: :func:`_is_the_program`), the interpreter ends it as usual."""
+    caller = sys._getframe(1)
     try:
         code = main()
     except SystemExit as exc:  # argparse: --help, --version, a usage error
         if exc.code is not None and not isinstance(exc.code, int):
             raise
         code = exc.code or 0
+    if not _is_the_program(caller):
+        raise SystemExit(code)
     _leave(code)
+
+
+def _is_the_program(caller: FrameType) -> bool:
+    """Whether :func:`entry` was called by the program's own main code: the console script,
+    or ``python -m ascendpatch`` (through runpy, whose frames are the only ones beneath it).
+    A tool that runs ascendpatch in its own process (a profiler, a debugger, a coverage run)
+    has work to do after the run returns, which ``os._exit`` would cut."""
+    main = sys.modules.get("__main__")
+    if main is None or caller.f_globals is not vars(main):
+        return False
+    frame = caller.f_back
+    while frame is not None:
+        if frame.f_globals.get("__name__") != "runpy":
+            return False
+        frame = frame.f_back
+    return True
 
 
 def _leave(code: int) -> NoReturn:
