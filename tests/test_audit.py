@@ -489,3 +489,48 @@ def test_a_summary_naming_a_file_the_cache_does_not_hold_means_a_full_audit(
     cache.write_bytes(statfile.dump(doc, columns.entries()))
     again = audit(env)
     assert again[:2] == first[:2] and again[2]["results"] == first[2]["results"]
+
+
+def _audit_modules(site: Path, env: dict[str, str]) -> tuple[str, list[str]]:
+    """An audit of ``site`` with no manifest named (the default one: loaded only if needed),
+    in a process of its own: its output, and the modules it imported beyond a bare start."""
+    code = ("import sys\nfrom ascendpatch.shell.cli import main\n"
+            f"code = main(['--site-packages', {str(site)!r}, 'audit'])\n"
+            "print('MODULES', ' '.join(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False, env=env)
+    bare = subprocess.run([sys.executable, "-c", "import sys; print(' '.join(sys.modules))"],
+                          capture_output=True, text=True, timeout=120, check=True, env=env)
+    out, _, listed = done.stdout.rpartition("MODULES ")
+    return out + done.stderr, sorted(set(listed.split()) - set(bare.stdout.split()))
+
+
+def test_files_the_ledger_lists_are_told_expected_without_loading_the_manifest(
+        env: dict[str, Path], tmp_path: Path) -> None:
+    """After an apply, the patched files differ from their RECORD: the ledger alone says
+    they are expected (it has precedence over the manifest's hashes anyway), so the manifest
+    and every artifact kind are not loaded for them (about half of such a repeat audit). A
+    file the ledger does not list still loads the manifest, and is judged by it."""
+    run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "apply")
+    cache = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
+    out, modules = _audit_modules(env["site"], cache)
+    assert "[OK] S.5      demo/mod.py (demo 1.0: patched by ascendpatch (demo-fix))" in out
+    assert "0 unexpected finding(s), 1 expected" in out
+    assert not [m for m in modules if m.startswith(("ascendpatch.manifest", "ascendpatch.kinds",
+                                                    "yaml"))], modules
+    (env["site"] / "other/util.py").write_text("y = 3\n")
+    out, modules = _audit_modules(env["site"], cache)
+    assert "[FAIL] ..5      other/util.py (other 2.0: changed)" in out
+    assert "[OK] S.5      demo/mod.py (demo 1.0: patched by ascendpatch (demo-fix))" in out
+    assert "ascendpatch.manifest.loader" in modules
+
+
+def test_a_ledger_that_cannot_be_read_alone_is_worded_as_before(env: dict[str, Path]) -> None:
+    """The ledger is first read with the target as its only tree; when that fails the audit
+    falls back to reading it with the manifest, which words what is wrong with it."""
+    run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "apply")
+    ledger = env["site"] / ".ascendpatch" / "ledger.json"
+    ledger.write_text("{not json")
+    result = run_cli("--site-packages", env["site"], "audit")
+    assert result.code == 2, result.out + result.err
+    assert "is not an ascendpatch ledger" in result.err and "fix: move it aside" in result.err

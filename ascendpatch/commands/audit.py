@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from argparse import ArgumentParser, Namespace
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from ascendpatch.shell import cliargs
 if TYPE_CHECKING:
     from ascendpatch.env.target import Target
     from ascendpatch.inspect.audit import AuditReport
+    from ascendpatch.store.ledgerformat import Ledger
 
 
 @dataclass(frozen=True)
@@ -41,17 +42,15 @@ class AuditCounts:
         return None
 
 
-def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
+Expected = dict[str, tuple[str, str]]
+
+
+def expected_changes(ctx: Context) -> Expected:
     """Files ascendpatch changed on purpose: from its ledger, then the manifest's hashes."""
     from ascendpatch.kinds.base import ArtifactSite
     from ascendpatch.pipeline.planner import site_for
 
-    store = ctx.store
-    out: dict[str, tuple[str, str]] = {}
-    for aid, files in store.load_ledger().items():
-        for rel, rec in files.items():
-            if rec.sha256_after:
-                out[rel] = (rec.sha256_after, f"patched by ascendpatch ({aid})")
+    out = _from_ledger(ctx.store.load_ledger())
     for artifact in ctx.manifest.artifacts:
         site = site_for(artifact, ctx.target, ctx.env, required=False)
         if not isinstance(site, ArtifactSite) or site.dist is None:
@@ -63,6 +62,56 @@ def expected_changes(ctx: Context) -> dict[str, tuple[str, str]]:
                 out.setdefault(key, (after, f"as manifest {ctx.manifest.name} expects "
                                             f"({artifact.id})"))
     return out
+
+
+def _from_ledger(ledger: Ledger) -> Expected:
+    return {rel: (rec.sha256_after, f"patched by ascendpatch ({aid})")
+            for aid, files in ledger.items() for rel, rec in files.items() if rec.sha256_after}
+
+
+class LedgerFirst(Mapping[str, tuple[str, str]]):
+    """:func:`expected_changes`, asked one file at a time: a file the ledger lists is decided
+    by the ledger alone, as expected_changes gives the ledger precedence; the manifest (whose
+    load imports every artifact kind: about half of a repeat audit after an apply) is loaded
+    only for a file the ledger does not list. The ledger is read here with the target as its
+    only tree; one that names another tree (the Hugging Face cache), or that cannot be read,
+    leaves every question to expected_changes, which reads it with the manifest's trees and
+    words what is wrong with it."""
+
+    def __init__(self, root: Path, everything: Callable[[], Expected]) -> None:
+        self._everything = everything
+        self._all: Expected | None = None
+        self._ledger = _ledger_alone(root)
+
+    def __getitem__(self, rel: str) -> tuple[str, str]:
+        if self._ledger is not None and rel in self._ledger:
+            return self._ledger[rel]
+        return self._whole()[rel]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def _whole(self) -> Expected:
+        if self._all is None:
+            self._all = self._everything()
+        return self._all
+
+
+def _ledger_alone(root: Path) -> Expected | None:
+    from ascendpatch.errors import AscendpatchError
+    from ascendpatch.store.ledgerformat import load_ledger
+    from ascendpatch.store.reading import STATE_DIR, check_layout
+    from ascendpatch.store.root import Roots
+
+    state = root / STATE_DIR
+    try:
+        check_layout(state)
+        return _from_ledger(load_ledger(state / "ledger.json", Roots(root, (), state=state)))
+    except AscendpatchError:
+        return None
 
 
 def _lines(report: AuditReport) -> list[CheckResult]:
@@ -101,7 +150,8 @@ def run_on(target: Target, make_context: Callable[[], Context], *,
     # a live apply finishes first: a half-written state is never reported as drift (and an
     # interrupted one is refused, never rolled back: audit only reads)
     with read_session(target.root, lock_timeout, on_wait):
-        report = audit(target, lambda: expected_changes(make_context()), workers=workers)
+        report = audit(target, lambda: LedgerFirst(
+            target.root, lambda: expected_changes(make_context())), workers=workers)
     results = _lines(report)
     if base is not None:
         from ascendpatch.inspect import snapshot
