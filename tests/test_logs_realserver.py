@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import realserver, run_cli
+from tests.kit import isolated, realserver, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,9 @@ def _top_p_request(server: realserver.Server) -> None:
 @pytest.fixture(scope="module")
 def crash_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("crash")
-    with realserver.serve(folder, pit1=True) as server:
+    realserver.model()  # (the kit is built with the machine's settings, outside the isolation)
+    with isolated(tmp_path_factory.mktemp("home")), \
+            realserver.serve(folder, pit1=True) as server:
         _top_p_request(server)
         deadline = time.monotonic() + 120
         while server.alive() and time.monotonic() < deadline:
@@ -52,10 +54,12 @@ def crash_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def start_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Path]]:
     logs = []
-    for index in range(2):
-        folder = tmp_path_factory.mktemp(f"start{index}")
-        with realserver.serve(folder) as server:
-            logs.append(server.log)
+    realserver.model()
+    with isolated(tmp_path_factory.mktemp("home")):
+        for index in range(2):
+            folder = tmp_path_factory.mktemp(f"start{index}")
+            with realserver.serve(folder) as server:
+                logs.append(server.log)
     yield logs
 
 

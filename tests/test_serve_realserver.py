@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import REPO, namespaces, realserver, wheels
+from tests.kit import REPO, isolated, namespaces, realserver, wheels
 
 pytestmark = pytest.mark.integration
 SECRET = "s3cret-value-9f2"
@@ -110,23 +110,27 @@ def _environ(pid: int) -> dict[str, str]:
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
     tmp = tmp_path_factory.mktemp("serve-healthy")
     exported = _stand_in_cann(tmp / "root")
-    run, port = _serve(tmp, "--smoke", root=tmp / "root")
-    pid = int((tmp / "s.pid").read_text()) if (tmp / "s.pid").exists() else 0
-    facts: dict[str, object] = {"run": run, "port": port, "pid": pid, "exported": exported,
-                                "tmp": tmp}
-    try:
-        if pid:
-            facts["session"] = _session(pid)
-            facts["environ"] = _environ(pid)
-            stop = subprocess.run([sys.executable, "-m", "ascendpatch", "stop", "--pidfile",
-                                   str(tmp / "s.pid"), "--grace", "20"], capture_output=True,
-                                  text=True, timeout=300, check=False, cwd=REPO)
-            facts["stop"] = stop
-            facts["left"] = _session(pid)
-        yield facts
-    finally:
-        if pid:
-            _kill_session(pid)
+    realserver.model()  # (the kit is built with the machine's settings, outside the isolation)
+    # (_env reads it: HOME, the caches and logs of serve and stop are the fixture's own)
+    with isolated(tmp_path_factory.mktemp("home")):
+        run, port = _serve(tmp, "--smoke", root=tmp / "root")
+        pid = int((tmp / "s.pid").read_text()) if (tmp / "s.pid").exists() else 0
+        facts: dict[str, object] = {"run": run, "port": port, "pid": pid, "exported": exported,
+                                    "tmp": tmp}
+        try:
+            if pid:
+                facts["session"] = _session(pid)
+                facts["environ"] = _environ(pid)
+                stop = subprocess.run([sys.executable, "-m", "ascendpatch", "stop", "--pidfile",
+                                       str(tmp / "s.pid"), "--grace", "20"],
+                                      capture_output=True, text=True, timeout=300, check=False,
+                                      cwd=REPO)
+                facts["stop"] = stop
+                facts["left"] = _session(pid)
+            yield facts
+        finally:
+            if pid:
+                _kill_session(pid)
 
 
 def test_serve_starts_the_healthy_model_writes_the_pidfile_and_smoke_passes(

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.kit import REPO, namespaces, realserver
+from tests.kit import REPO, isolated, namespaces, realserver
 from tests.kit.namespaces import REAPER
 
 pytestmark = pytest.mark.integration
@@ -121,7 +121,8 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         pytest.skip(NO_NAMESPACE)
     realserver.model()  # build (or find) the cached venv and model outside the namespace
     tmp = tmp_path_factory.mktemp("stop-real")
-    env = {**realserver.server_env(), "PYTHONPATH": str(REPO), "GRACE": GRACE}
+    with isolated(tmp_path_factory.mktemp("home")):  # (HOME, the caches, logs, no pip.conf)
+        env = {**realserver.server_env(), "PYTHONPATH": str(REPO), "GRACE": GRACE}
     logs = tmp / "*.log"
     doc = namespaces.as_pid_1(SCENARIO, [str(tmp)], env, timeout=1800,
                               context=f"(the servers' logs: {logs})")
