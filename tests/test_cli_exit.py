@@ -39,6 +39,8 @@ class Torn:  # (at teardown the builtins may be gone: what it needs, it holds)
     def __del__(self, _open=os.open, _close=os.close, _path=TORN, _flags=os.O_CREAT):
         _close(_open(_path, _flags | 1))
 torn = Torn()
+if os.environ.get("EXIT_PROBE_LATE_PRINT"):
+    atexit.register(print, "printed by an exit handler")
 if os.environ.get("EXIT_PROBE_THREAD"):
     def late():
         time.sleep(0.5)
@@ -47,19 +49,35 @@ if os.environ.get("EXIT_PROBE_THREAD"):
 """
 
 
+# The interpreter's own ending, for comparison: runpy.run_module from a `-c` program is not
+# the program's own main code (cli._is_the_program), so entry leaves the ending to it.
+AS_A_PASSENGER = ("-c", "import runpy; runpy.run_module('ascendpatch', run_name='__main__')")
+
+
 def _run(tmp_path: Path, *args: str, thread: bool = False,
          stdout: int | None = subprocess.PIPE,
-         program: tuple[str, ...] = ("-m", "ascendpatch")) -> subprocess.CompletedProcess[str]:
+         program: tuple[str, ...] = ("-m", "ascendpatch"), buffered: bool = False,
+         closed: tuple[int, ...] = (), stdin: str | None = None,
+         late_print: bool = False) -> subprocess.CompletedProcess[str]:
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(_SITE)
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
-           "EXIT_PROBE_DIR": str(out), "EXIT_PROBE_THREAD": "1" if thread else ""}
+           "EXIT_PROBE_DIR": str(out), "EXIT_PROBE_THREAD": "1" if thread else "",
+           "EXIT_PROBE_LATE_PRINT": "1" if late_print else ""}
+    if buffered:  # (this suite's environment may set it: CI's need not)
+        env.pop("PYTHONUNBUFFERED", None)
+
+    def close() -> None:
+        for fd in closed:
+            os.close(fd)
+
     return subprocess.run([sys.executable, *program, *args], env=env, text=True,
                           stdout=stdout, stderr=subprocess.PIPE, timeout=60, check=False,
-                          stdin=subprocess.DEVNULL)
+                          input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+                          preexec_fn=close if closed else None)
 
 
 def _ran(tmp_path: Path) -> set[str]:
@@ -97,17 +115,66 @@ def test_with_a_thread_still_running_the_interpreter_ends_the_run_and_waits_for_
                               "module-teardown-ran"}, done.stderr
 
 
-def test_output_to_a_pipe_that_is_gone_ends_as_before(tmp_path: Path) -> None:
-    """``ascendpatch --help`` into a pipe whose reader has gone: exit 0, nothing on stderr,
-    the exit handlers run, as before cli.entry."""
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        done = _run(tmp_path, "--help", stdout=write)
-    finally:
-        os.close(write)
-    assert (done.returncode, done.stderr) == (0, "")
-    assert {"atexit-ran", "finalize-ran"} <= _ran(tmp_path)
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_output_to_a_pipe_that_is_gone_ends_as_the_interpreter_ends_it(
+        tmp_path: Path, buffered: bool) -> None:
+    """``ascendpatch --help`` into a pipe whose reader has gone: the same exit status and
+    words as the interpreter's own ending (buffered, the final flush fails: 120 and
+    'Exception ignored'), the exit handlers run."""
+    ends = []
+    for program in (("-m", "ascendpatch"), AS_A_PASSENGER):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            done = _run(tmp_path, "--help", stdout=write, program=program, buffered=buffered)
+        finally:
+            os.close(write)
+        ends.append((done.returncode, done.stderr.splitlines()[:1]))
+        assert {"atexit-ran", "finalize-ran"} <= _ran(tmp_path)
+    assert ends[0] == ends[1]
+
+
+def test_what_an_exit_handler_cannot_print_ends_as_the_interpreter_ends_it(
+        tmp_path: Path) -> None:
+    """A handler prints after the run, and the output is full (/dev/full): status 120 and
+    the interpreter's words, as its own ending gives; the handlers run once."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    ends = []
+    with open("/dev/full", "w") as full:
+        for program in (("-m", "ascendpatch"), AS_A_PASSENGER):  # (-q: the run prints nothing)
+            done = _run(tmp_path, "-q", "--site-packages", str(empty), "status",
+                        stdout=full.fileno(), program=program, buffered=True, late_print=True)
+            ends.append((done.returncode, done.stderr.count("Exception ignored")))
+    assert ends[0] == ends[1] == (120, 1)
+
+
+@pytest.mark.parametrize(("args", "closed", "code"), [
+    (("--version",), (1,), 0),
+    (("no-such-command",), (2,), 2),
+    (("--site-packages", "{empty}", "-q", "status"), (1,), 0),  # exit 3 before: a crash
+    (("--site-packages", "{empty}", "status"), (0, 1, 2), 0),
+])
+def test_a_closed_standard_stream_is_as_if_it_were_dev_null(
+        tmp_path: Path, args: tuple[str, ...], closed: tuple[int, ...], code: int) -> None:
+    """``ascendpatch ... >&-`` (a cron job, a daemon's child): Python leaves sys.stdout None,
+    which crashed the final flush (exit 3) and left descriptor 1 to the next file opened."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    words = [word.replace("{empty}", str(empty)) for word in args]
+    done = _run(tmp_path, *words, closed=closed, buffered=True)
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_python_i_still_opens_its_prompt_after_the_run(tmp_path: Path) -> None:
+    """``python -i -m ascendpatch``: the interpreter's prompt, for a post-mortem, comes after
+    the run (the fast ending would skip it)."""
+    done = _run(tmp_path, "--version", program=("-i", "-m", "ascendpatch"),
+                stdin="print('the prompt ran')\n")
+    assert "the prompt ran" in done.stdout, done.stdout + done.stderr
 
 
 class _Unflushable(io.StringIO):

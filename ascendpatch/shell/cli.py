@@ -153,6 +153,7 @@ def entry() -> NoReturn:
     runs inside another's process (``python -m cProfile``, ``trace``, ``pdb``, ``coverage
     run``: :func:`_is_the_program`), the interpreter ends it as usual."""
     caller = sys._getframe(1)
+    _standard_streams()
     try:
         code = main()
     except SystemExit as exc:  # argparse: --help, --version, a usage error
@@ -162,6 +163,25 @@ def entry() -> NoReturn:
     if not _is_the_program(caller):
         raise SystemExit(code)
     _leave(code)
+
+
+def _standard_streams() -> None:
+    """Descriptors 0, 1 and 2 open on /dev/null when the caller closed them (``>&-``), as a
+    daemon does: Python left ``sys.stdout`` None then (a crash, exit 3, at the first flush),
+    and the next file opened would have taken descriptor 1, the one every child inherits as
+    its output."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)  # (the lowest free: this one)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (the process's, never closed)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
 
 
 def _is_the_program(caller: FrameType) -> bool:
@@ -182,23 +202,36 @@ def _is_the_program(caller: FrameType) -> bool:
 
 def _leave(code: int) -> NoReturn:
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    if run_exit_handlers is None or _threads_running():
+    if run_exit_handlers is None or _threads_running() or _inspect_after():
         raise SystemExit(code)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # (the interpreter words a failing flush, as it always has)
-        raise SystemExit(code) from None
+    if not _flushed():  # (the interpreter words a failing flush, as it always has)
+        raise SystemExit(code)
     run_exit_handlers()
     _end(code)
 
 
 def _end(code: int) -> NoReturn:  # pragma: no cover - after coverage's own handler has saved
-    try:  # (what a handler printed)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
+    if not _flushed():  # what a handler printed cannot be: the interpreter's ending (status
+        raise SystemExit(code)  # 120) says so; the handlers have run, and do not run again
+    os._exit(code)
+
+
+def _flushed() -> bool:
+    """Whether both standard streams were flushed: none may be (a descriptor closed at the
+    start), or be anything a handler put there."""
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except Exception:  # (anything: the interpreter's ending meets it again, and words it)
+        return False
+    return True
+
+
+def _inspect_after() -> bool:
+    """``python -i`` or ``PYTHONINSPECT`` (set now, even by the run): the interpreter opens
+    its prompt once the program ends, for a post-mortem."""
+    return bool(sys.flags.inspect or os.environ.get("PYTHONINSPECT"))
 
 
 def _threads_running() -> bool:
