@@ -18,8 +18,9 @@ from ascendpatch.errors import UnsafePathError
 def check_relative(rel: str, *, origin: str) -> PurePosixPath:
     """Validate the *form* of a relative path: no absolute paths, no '..', no NUL."""
     if not rel or "\0" in rel or "\\" in rel:
-        raise UnsafePathError(f"{origin}: path {rel!r} is not a plain relative path",
-                              fix=f"write it with forward slashes, {_RELATIVE}")
+        fix = f"write it with forward slashes, {_RELATIVE}" if "\\" in rel else \
+            f"name the file by its path {_RELATIVE}"
+        raise UnsafePathError(f"{origin}: path {rel!r} is not a plain relative path", fix=fix)
     pure = PurePosixPath(rel)
     if pure.is_absolute() or rel.startswith("~"):
         raise UnsafePathError(f"{origin}: absolute path {rel!r} is not allowed",

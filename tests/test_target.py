@@ -571,3 +571,22 @@ def test_a_silent_script_is_waited_for_without_polling(
     script = "import json, time\ntime.sleep(1.5)\nprint(json.dumps({'answer': 42}))\n"
     assert inscript.run_json(Path(sys.executable), script, timeout=60) == {"answer": 42}
     assert _CountingSelector.waits <= 6
+
+
+def test_a_long_interpreter_path_is_cut_in_every_message_about_its_report(
+        tmp_path: Path) -> None:
+    """An interpreter at a 1,200-character path (allowed: each name under 255) whose report
+    has no site folder: the one line names it cut to 200 characters, saying how long it was
+    (the review found the whole path in target.py's two messages)."""
+    folder = tmp_path
+    for index in range(6):
+        folder = folder / (f"{index}" * 200)
+    folder.mkdir(parents=True)
+    fake = folder / "python"
+    fake.write_text("#!/bin/sh\necho '{\"site_packages\": [], \"distributions\": []}'\n")
+    fake.chmod(0o755)
+    result = run_cli("--python", fake, "status")
+    assert result.code == 2, result.err
+    assert result.err.count("\n") == 1 and TRACEBACK not in result.err
+    assert f"... ({len(str(fake))} characters) has no site-packages folder" in result.err
+    assert len(result.err) < 400

@@ -70,6 +70,18 @@ def shown(argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
+BRIEF_CHARS = 200
+
+
+def brief(python: Path) -> str:
+    """An interpreter's path for a one-line message: a name too long to look up (thousands
+    of characters) is cut, saying how long it was."""
+    text = str(python)
+    if len(text) <= BRIEF_CHARS:
+        return text
+    return f"{text[:BRIEF_CHARS - 3]}... ({len(text)} characters)"
+
+
 class ScriptError(Exception):
     """The script could not run or printed no JSON; ``str()`` says why in one line."""
 
@@ -228,9 +240,9 @@ class Running:
                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                 start_new_session=own_group, env=dict(env) if env is not None else None)
         except FileNotFoundError:
-            raise ScriptError(f"{python} does not exist") from None
+            raise ScriptError(f"{brief(python)} does not exist") from None
         except OSError as exc:
-            raise ScriptError(f"cannot run {python}: {exc}") from None
+            raise ScriptError(f"cannot run {brief(python)}: {exc}") from None
 
     def _kill(self) -> None:
         """Only while the child is unreaped (asked of the kernel: a SIGCHLD ignored lets it
@@ -265,11 +277,12 @@ class Running:
                 out, err, left_behind = _collect(proc, timeout)
             except subprocess.TimeoutExpired:
                 self._end()
-                raise ScriptTimeout(f"{self.python} did not answer within {timeout:.0f}s (it "
-                                    "and every process of its group were killed)") from None
+                raise ScriptTimeout(f"{brief(self.python)} did not answer within "
+                                    f"{timeout:.0f}s (it and every process of its group were "
+                                    "killed)") from None
             except _AnswerTooLarge:
                 self._end()
-                raise ScriptError(f"{self.python} printed more than "
+                raise ScriptError(f"{brief(self.python)} printed more than "
                                   f"{ANSWER_LIMIT // (1024 * 1024)} MiB instead of an answer "
                                   "(it and every process of its group were killed)") from None
             except BaseException:

@@ -48,18 +48,6 @@ def named(python: str) -> Path:
     return Path(found) if found else path
 
 
-SHOWN_CHARS = 200
-
-
-def shown(python: Path) -> str:
-    """``python`` for a one-line message: a name too long to look up (thousands of
-    characters) is cut, saying how long it was."""
-    text = str(python)
-    if len(text) <= SHOWN_CHARS:
-        return text
-    return f"{text[:SHOWN_CHARS - 3]}... ({len(text)} characters)"
-
-
 def from_env(env: Mapping[str, str]) -> Path | None:
     """The interpreter ``$ASCENDPATCH_PYTHON`` names in ``env`` (:func:`named`), or None."""
     value = env.get(ENV_VAR)
@@ -125,15 +113,16 @@ def start(python: Path) -> Started:
     if started is not None:
         return started
     if os.sep not in str(python):  # (a bare name :func:`named` found nowhere on $PATH)
-        raise TargetError(f"target interpreter {shown(python)} is not on PATH",
+        raise TargetError(f"target interpreter {inscript.brief(python)} is not on PATH",
                           fix="pass --python with the path of the image's python")
     try:
         found = python.exists()
     except OSError as exc:  # (a name too long for the file system, a folder not searchable)
-        raise TargetError(f"target interpreter {shown(python)} cannot be looked up: {exc.strerror}",
+        raise TargetError(f"target interpreter {inscript.brief(python)} cannot be looked up: "
+                          f"{exc.strerror}",
                           fix="pass --python with the path of the image's python") from None
     if not found:
-        raise TargetError(f"target interpreter {shown(python)} does not exist",
+        raise TargetError(f"target interpreter {inscript.brief(python)} does not exist",
                           fix="pass --python with the path of the image's python")
     from ascendpatch.env import introcache
 
@@ -176,11 +165,11 @@ def stop_unfinished() -> None:
 
 def _failed(python: Path, exc: inscript.ScriptError) -> TargetError:
     if not isinstance(exc, inscript.ScriptTimeout) and not _is_python(python):
-        return TargetError(f"{shown(python)} is not a Python interpreter",
+        return TargetError(f"{inscript.brief(python)} is not a Python interpreter",
                            fix="pass --python with the path of the image's python, e.g. "
                                "/usr/local/python3.12.13/bin/python3")
-    return TargetError(f"target interpreter {shown(python)} failed to report its environment: "
-                       f"{str(exc)[:300]}", fix="it must be Python 3.8 or newer")
+    return TargetError(f"target interpreter {inscript.brief(python)} failed to report its "
+                       f"environment: {str(exc)[:300]}", fix="it must be Python 3.8 or newer")
 
 
 def _is_python(python: Path) -> bool:

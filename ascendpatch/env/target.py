@@ -15,7 +15,7 @@ from functools import cache, cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ascendpatch.env import introspection
+from ascendpatch.env import inscript, introspection
 from ascendpatch.errors import AscendpatchError, TargetError
 from ascendpatch.hashing import record_to_hex
 from ascendpatch.paths import NotRegularFileError, describe_mode, read_regular
@@ -263,10 +263,12 @@ def _target_from_report(python: Path, info: dict[str, Any]) -> Target:
         if info.get("user_site") is not None:
             _text(info["user_site"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise TargetError(f"target interpreter {python} returned an unreadable report ({exc})") \
+        raise TargetError(f"target interpreter {inscript.brief(python)} returned an unreadable "
+                          f"report ({exc})") \
             from None
     if not sites:
-        raise TargetError(f"target interpreter {python} has no site-packages folder")
+        raise TargetError(f"target interpreter {inscript.brief(python)} has no site-packages "
+                          "folder")
     return Target(sites, _index(dists), python=python,
                   python_version=str(info.get("python_version")), prefix=prefix,
                   markers=markers)
