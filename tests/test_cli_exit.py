@@ -11,16 +11,21 @@ registers them, in the real CLI process.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from ascendpatch.shell import cli
-from tests.kit import REPO
+from tests.kit import REPO, ctrl_c_as_a_terminal_gives_it
 
 # What the process registers before main runs; each leaves a file named after what ran.
 _SITE = """
@@ -215,3 +220,66 @@ def test_a_coverage_run_of_ascendpatch_still_saves_its_data(tmp_path: Path) -> N
                          f"--data-file={data}", "-m", "ascendpatch"))
     assert done.returncode == 0, done.stderr
     assert data.exists() and data.stat().st_size > 0, done.stderr
+
+
+def test_ctrl_c_while_the_last_flush_waits_is_exit_130_not_a_traceback(tmp_path: Path) -> None:
+    """The reader stopped reading (a terminal paused with Ctrl-S, a stuck pipe) and the run's
+    last flush waits on it; Ctrl-C then ends the run as an interrupt, 130, without a
+    traceback and without waiting on that reader again (what it could not write is dropped)."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:  # the pipe full: the run's first write of its output waits
+            os.write(write, b"x" * 4096)
+    os.set_blocking(write, True)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(REPO)
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "ascendpatch", "--help"], stdout=write,
+                                 stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL,
+                                 preexec_fn=ctrl_c_as_a_terminal_gives_it)
+    finally:
+        os.close(write)
+    try:
+        wchan = Path(f"/proc/{child.pid}/wchan")
+        deadline = time.monotonic() + 60
+        # (until it waits in the write, its flush: pipe_write, anon_pipe_write from 6.x)
+        while not wchan.read_text().endswith("pipe_write") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert wchan.read_text().endswith("pipe_write")
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+        os.close(read)
+    assert child.returncode == 130, err
+    assert b"Traceback" not in err
+
+
+def test_without_dev_null_a_closed_stream_stays_closed_and_the_run_goes_on(
+        tmp_path: Path) -> None:
+    """A chroot or sandbox without /dev/null: a closed descriptor cannot be opened on it, and
+    is left as Python left it (the run crashed before main on the first version)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here")
+    script = (f"mount -t tmpfs none /dev && exec {shlex.quote(sys.executable)} -m ascendpatch "
+              "--version >&-")
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    if "mount" in done.stderr and done.returncode != 0 and "Traceback" not in done.stderr:
+        pytest.skip(f"cannot mount a tmpfs on /dev here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_closed_stdin_reads_as_an_empty_one(tmp_path: Path) -> None:
+    """``ascendpatch logs - <&-``: an empty log (its markers missing: exit 1), not exit 3 on
+    sys.stdin being None."""
+    done = _run(tmp_path, "logs", "-", closed=(0,))
+    assert done.returncode == 1, done.stderr
+    assert "missing marker" in done.stdout and "unexpected error" not in done.stdout + done.stderr

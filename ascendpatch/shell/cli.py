@@ -174,14 +174,20 @@ def _standard_streams() -> None:
         try:
             os.fstat(fd)
         except OSError:
-            opened = os.open(os.devnull, os.O_RDWR)  # (the lowest free: this one)
+            try:
+                opened = os.open(os.devnull, os.O_RDWR)  # (the lowest free: this one)
+            except OSError:  # (a chroot without /dev/null: left closed, as Python left it)
+                return
             if opened != fd:
                 os.dup2(opened, fd)
                 os.close(opened)
+    # (the process's own, never closed; what cannot be encoded is shown, not an error)
+    if sys.stdin is None:
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
     if sys.stdout is None:
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (the process's, never closed)
+        sys.stdout = open(1, "w", errors="backslashreplace", closefd=False)  # noqa: SIM115
     if sys.stderr is None:
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", errors="backslashreplace", closefd=False)  # noqa: SIM115
 
 
 def _is_the_program(caller: FrameType) -> bool:
@@ -204,21 +210,30 @@ def _leave(code: int) -> NoReturn:
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if run_exit_handlers is None or _threads_running() or _inspect_after():
         raise SystemExit(code)
-    if not _flushed():  # (the interpreter words a failing flush, as it always has)
+    try:
+        flushed = _flushed()
+    except KeyboardInterrupt:  # a reader that stopped reading (Ctrl-S), then Ctrl-C
+        run_exit_handlers()
+        os._exit(EXIT_INTERRUPTED)  # (what could not be written is dropped: no second wait)
+    if not flushed:  # (the interpreter words a failing flush, as it always has)
         raise SystemExit(code)
     run_exit_handlers()
     _end(code)
 
 
 def _end(code: int) -> NoReturn:  # pragma: no cover - after coverage's own handler has saved
-    if not _flushed():  # what a handler printed cannot be: the interpreter's ending (status
+    try:
+        flushed = _flushed()
+    except KeyboardInterrupt:
+        os._exit(EXIT_INTERRUPTED)
+    if not flushed:  # what a handler printed cannot be: the interpreter's ending (status
         raise SystemExit(code)  # 120) says so; the handlers have run, and do not run again
     os._exit(code)
 
 
 def _flushed() -> bool:
     """Whether both standard streams were flushed: none may be (a descriptor closed at the
-    start), or be anything a handler put there."""
+    start), or be anything a handler put there. A Ctrl-C while a flush waits is raised."""
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
