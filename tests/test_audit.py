@@ -534,3 +534,41 @@ def test_a_ledger_that_cannot_be_read_alone_is_worded_as_before(env: dict[str, P
     result = run_cli("--site-packages", env["site"], "audit")
     assert result.code == 2, result.out + result.err
     assert "is not an ascendpatch ledger" in result.err and "fix: move it aside" in result.err
+
+
+def test_an_error_while_the_manifest_loads_is_not_taken_for_not_expected(
+        env: dict[str, Path]) -> None:
+    """LedgerFirst's get is its own: Mapping's would take a KeyError raised while the
+    expected changes load for "this file is not expected" (a second review's NIT)."""
+    from ascendpatch.commands.audit import LedgerFirst
+
+    def failing() -> dict[str, tuple[str, str]]:
+        raise KeyError("a bug while loading")
+
+    with pytest.raises(KeyError, match="a bug while loading"):
+        LedgerFirst(env["site"], failing).get("other/util.py")
+
+
+@pytest.mark.parametrize(("ledger", "said"), [
+    ("[" * 200_000, "is nested deeper than 64 levels"),  # exit 3 (RecursionError) before
+    ("outside", "names a file this run cannot place"),
+])
+def test_a_ledger_that_cannot_be_read_is_exit_2_in_one_line(env: dict[str, Path], ledger: str,
+                                                           said: str) -> None:
+    """A ledger too deep for the JSON parser is one worded line; one naming a file outside
+    every tree this run knows (a Hugging Face cache file, audited without the $HF_HUB_CACHE
+    of the apply) says to run with that environment before saying to move it aside (that
+    advice alone threw a good ledger away)."""
+    run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "apply")
+    path = env["site"] / ".ascendpatch" / "ledger.json"
+    if ledger == "outside":  # the apply's own record, as if its file lay in an HF cache
+        doc = json.loads(path.read_text())
+        files = doc["artifacts"]["demo-fix"]
+        files["/nonexistent-hf-cache/models--x/blob"] = files.pop("demo/mod.py")
+        ledger = json.dumps(doc)
+    path.write_text(ledger)
+    result = run_cli("--site-packages", env["site"], "--manifest", env["manifest"], "audit")
+    assert result.code == 2, result.out + result.err
+    assert result.err.count("\n") == 1 and said in result.err, result.err
+    if "cannot place" in said:
+        assert "fix: run with the manifest and the environment ($HF_HUB_CACHE" in result.err

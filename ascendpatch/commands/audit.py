@@ -76,7 +76,9 @@ class LedgerFirst(Mapping[str, tuple[str, str]]):
     only for a file the ledger does not list. The ledger is read here with the target as its
     only tree; one that names another tree (the Hugging Face cache), or that cannot be read,
     leaves every question to expected_changes, which reads it with the manifest's trees and
-    words what is wrong with it."""
+    words what is wrong with it. As for a target with no changed file, a default manifest
+    that does not load is then not met by an audit whose changed files the ledger all lists
+    (one named with --manifest is loaded first, as always)."""
 
     def __init__(self, root: Path, everything: Callable[[], Expected]) -> None:
         self._everything = everything
@@ -87,6 +89,16 @@ class LedgerFirst(Mapping[str, tuple[str, str]]):
         if self._ledger is not None and rel in self._ledger:
             return self._ledger[rel]
         return self._whole()[rel]
+
+    def get(self, rel: str, default: Any = None) -> Any:
+        """(Not Mapping's: that one would take a KeyError raised while the manifest loads
+        for "not expected".)"""
+        if self._ledger is not None and rel in self._ledger:
+            return self._ledger[rel]
+        return self._whole().get(rel, default)
+
+    def __contains__(self, rel: object) -> bool:
+        return (self._ledger is not None and rel in self._ledger) or rel in self._whole()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._whole())

@@ -37,6 +37,7 @@ from ascendpatch.store.ledgerformat import (
     read_state_file,
 )
 from ascendpatch.store.root import Roots
+from ascendpatch.untrusted import load_json
 
 JOURNAL_FORMAT = 2  # 2: paths relative to the target, created folders listed
 # Faults of the file system, not of ascendpatch: one line and exit 1, never a traceback.
@@ -207,8 +208,8 @@ class Transaction:
         raw = read_state_file(self.path)
         if raw is None:
             return None
-        try:
-            doc: object = json.loads(raw.decode("utf-8"))
+        try:  # (too deep to be ours, or not UTF-8: not a journal a writer left either)
+            doc: object = load_json(raw.decode("utf-8"), f"journal {self.path}")
         except ValueError:
             return None
         return doc
@@ -233,7 +234,8 @@ class Transaction:
         if ledger_before is not None and not isinstance(ledger_before, str):
             raise ValueError("ledger_before: expected a string or null")
         if ledger_before is not None:
-            parse_ledger(json.loads(ledger_before), self.roots, self.ledger)
+            parse_ledger(load_json(ledger_before, "its ledger_before"), self.roots,
+                         self.ledger)
         return ledger_before, [self._entry(e, origin) for e in doc["files"]]
 
     def _entry(self, entry: object, origin: str) -> Entry:

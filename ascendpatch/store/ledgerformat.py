@@ -19,6 +19,7 @@ from ascendpatch.errors import StateError, UnsafePathError
 from ascendpatch.paths import NotRegularFileError, open_regular
 from ascendpatch.results import Hint, Phrase
 from ascendpatch.store.root import Roots
+from ascendpatch.untrusted import load_json
 
 LEDGER_FORMAT = 1
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -80,8 +81,15 @@ def load_ledger(path: Path, roots: Roots) -> Ledger:
     if raw is None:
         return {}
     try:
-        return parse_ledger(json.loads(raw.decode("utf-8")), roots, path)
-    except (ValueError, UnsafePathError) as exc:
+        return parse_ledger(load_json(raw.decode("utf-8"), f"ledger {path}"), roots, path)
+    except UnsafePathError as exc:  # (the guard's own words, without its fix: this one's)
+        raise StateError(f"ledger {path} names a file this run cannot place ({exc.message})",
+                         fix=Phrase("run with the manifest and the environment "
+                                    "($HF_HUB_CACHE, $HF_HOME, $MODEL_DIR) of the apply that "
+                                    "wrote it; if it is not ascendpatch's, move it aside (mv "
+                                    f"{path} {path}.bad) and '", Hint(("status",)),
+                                    "' judges every file by its content")) from None
+    except ValueError as exc:  # (not JSON, too deep, not UTF-8, not a ledger's shape)
         raise StateError(f"ledger {path} is not an ascendpatch ledger ({exc})",
                          fix=Phrase(f"move it aside (mv {path} {path}.bad); '", Hint(("status",)),
                                     "' then judges every file by its content")) from None
