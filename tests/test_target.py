@@ -174,8 +174,9 @@ def test_a_python_that_times_out_is_killed_with_its_whole_group(
     fake.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {child_pid}\nexec sleep 300\n")
     fake.chmod(0o755)
     monkeypatch.setattr(introspection, "INTROSPECT_TIMEOUT", 1.0)
-    with pytest.raises(TargetError, match="did not answer within 1s"):
+    with pytest.raises(TargetError, match="did not answer within 1s") as err:
         target.from_python(fake)
+    assert str(err.value).count(str(fake)) == 1  # (inscript's message named it a second time)
     pid = int(child_pid.read_text())
     status = Path(f"/proc/{pid}/status")
 

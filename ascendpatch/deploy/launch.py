@@ -127,7 +127,8 @@ def parse_in_target(python: Path | None, argv: Sequence[str], why_not: str = "")
                                 timeout=PARSE_TIMEOUT)
     except inscript.ScriptError as exc:
         return Parsing(None, Verdict("serve-args", False, f"serve-args: vLLM's parser did not "
-                                     f"answer in {python} ({exc}); the command line was read "
+                                     f"answer in {inscript.brief(python)} ({exc}); the command "
+                                     "line was read "
                                      "by ascendpatch's own parsing", level="WARN"))
     return _answer(python, doc)
 

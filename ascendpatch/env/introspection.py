@@ -168,8 +168,10 @@ def _failed(python: Path, exc: inscript.ScriptError) -> TargetError:
         return TargetError(f"{inscript.brief(python)} is not a Python interpreter",
                            fix="pass --python with the path of the image's python, e.g. "
                                "/usr/local/python3.12.13/bin/python3")
-    return TargetError(f"target interpreter {inscript.brief(python)} failed to report its "
-                       f"environment: {str(exc)[:300]}", fix="it must be Python 3.8 or newer")
+    shown = inscript.brief(python)
+    reason = str(exc).removeprefix(f"{shown} ")  # (inscript's message names it too)
+    return TargetError(f"target interpreter {shown} failed to report its environment: "
+                       f"{reason[:300]}", fix="it must be Python 3.8 or newer")
 
 
 def _is_python(python: Path) -> bool:

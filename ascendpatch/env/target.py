@@ -197,7 +197,7 @@ class Target:
 
     def describe(self) -> str:
         if self.python is not None:
-            return f"{self.python} (Python {self.python_version})"
+            return f"{inscript.brief(self.python)} (Python {self.python_version})"
         return f"site-packages {self.root}"
 
 
