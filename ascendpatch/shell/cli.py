@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import shlex
 import sys
@@ -28,6 +29,8 @@ from ascendpatch.shell import cliargs
 
 if TYPE_CHECKING:
     from types import FrameType
+
+    from _typeshed import SupportsWrite
 
     from ascendpatch.results import CommandResult
     from ascendpatch.shell.cliargs import Handler
@@ -51,6 +54,13 @@ class _Parser(argparse.ArgumentParser):
         raise argparse.ArgumentError(action, f"invalid choice: {value!r}"
                                      f"{did_you_mean(value, names)} (choose from "
                                      f"{', '.join(map(repr, names))})")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """As Python 3.11's argparse prints (3.10's does not): ``--help`` into a pipe whose
+        reader has gone, or a closed stream, is not a crash (exit 3 with a log on 3.10)."""
+        if message:
+            with contextlib.suppress(AttributeError, OSError):
+                (file or sys.stderr).write(message)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         from ascendpatch.shell import output
