@@ -86,19 +86,21 @@ class LedgerFirst(Mapping[str, tuple[str, str]]):
         self._ledger = _ledger_alone(root)
 
     def __getitem__(self, rel: str) -> tuple[str, str]:
-        if self._ledger is not None and rel in self._ledger:
-            return self._ledger[rel]
-        return self._whole()[rel]
+        return self._answering(rel)[rel]
 
     def get(self, rel: str, default: Any = None) -> Any:
         """(Not Mapping's: that one would take a KeyError raised while the manifest loads
         for "not expected".)"""
-        if self._ledger is not None and rel in self._ledger:
-            return self._ledger[rel]
-        return self._whole().get(rel, default)
+        return self._answering(rel).get(rel, default)
 
     def __contains__(self, rel: object) -> bool:
-        return (self._ledger is not None and rel in self._ledger) or rel in self._whole()
+        return rel in self._answering(rel)
+
+    def _answering(self, rel: object) -> Expected:
+        """The ledger, for a file it lists; else everything expected_changes says."""
+        if self._ledger is not None and rel in self._ledger:
+            return self._ledger
+        return self._whole()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._whole())
@@ -114,14 +116,10 @@ class LedgerFirst(Mapping[str, tuple[str, str]]):
 
 def _ledger_alone(root: Path) -> Expected | None:
     from ascendpatch.errors import AscendpatchError
-    from ascendpatch.store.ledgerformat import load_ledger
-    from ascendpatch.store.reading import STATE_DIR, check_layout
-    from ascendpatch.store.root import Roots
+    from ascendpatch.store.ledger import LedgerStore
 
-    state = root / STATE_DIR
     try:
-        check_layout(state)
-        return _from_ledger(load_ledger(state / "ledger.json", Roots(root, (), state=state)))
+        return _from_ledger(LedgerStore(root).load_ledger())  # (the target its only tree)
     except AscendpatchError:
         return None
 
