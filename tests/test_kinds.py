@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -167,3 +169,39 @@ def test_the_kind_chooses_the_variant_and_the_planner_acts_on_its_choice(
 
     monkeypatch.setitem(KINDS, "file", Refusing())
     assert planner.site_for(artifact, target, {}) == Skip("the kind says no", Level.WARN)
+
+
+_LOADED_KINDS = """
+import sys
+from ascendpatch.manifest import loader
+loader.load(sys.argv[1])
+print(sorted(m for m in sys.modules if m.startswith(("ascendpatch.kinds.", "ascendpatch.patchfile",
+                                                     "dotenv", "ascendpatch.deploy.log"))))
+"""
+
+
+@pytest.mark.parametrize(("artifacts", "loaded"), [
+    ([], []),
+    ([{"id": "f", "title": "f", "kind": "file", "distribution": "six", "versions": ">=1",
+       "source": "f.py", "targets": ["six.py"]}],
+     ["ascendpatch.kinds.base", "ascendpatch.kinds.file"]),
+])
+def test_a_manifest_loads_only_the_kinds_its_artifacts_name(
+        tmp_path: Path, artifacts: list[dict[str, object]], loaded: list[str]) -> None:
+    """kinds.KINDS makes a kind when first asked for: validating a manifest without a diff
+    does not load the patch matcher, without a drop-in not the log rules, without an env-file
+    not python-dotenv (install's plan waits for these imports before its resolver starts)."""
+    (tmp_path / "f.py").write_text("x = 1\n")
+    manifest = write_manifest(tmp_path / "m.yaml", artifacts)
+    proc = subprocess.run([sys.executable, "-c", _LOADED_KINDS, str(manifest)],
+                          capture_output=True, text=True, check=True, cwd=REPO)
+    assert proc.stdout.strip() == repr(loaded)
+
+
+def test_the_registry_is_every_kind_in_verifys_order_and_only_those() -> None:
+    assert list(KINDS) == ["diff", "plugin", "dropin", "file", "hf-file", "env-file"]
+    assert [kind.name for kind in KINDS.values()] == list(KINDS)
+    assert "nope" not in KINDS and KINDS.get("nope") is None
+    with pytest.raises(KeyError):
+        KINDS["nope"] = KINDS["file"]
+    assert KINDS["diff"] is KINDS["diff"]  # made once

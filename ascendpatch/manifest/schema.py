@@ -5,7 +5,6 @@ Problems read ``manifests/x.yaml: artifacts[2].targets: expected a list of strin
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -105,6 +104,8 @@ def shown(value: object) -> str:
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'description'?"`` for the choice nearest ``word`` (difflib's ratio of
     at least 0.6), else ``""``: a suffix for the problem that names ``word``."""
+    import difflib  # (only when a word is wrong)
+
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ascendpatch.kinds import KIND_NAMES, KINDS
-from ascendpatch.kinds.base import options_schema
 from ascendpatch.manifest import schema as s
 
 LOG_CLASSES = ("fault", "benign", "marker")
@@ -127,6 +126,8 @@ def _kind_problems(artifact: Mapping[str, Any], where: str) -> list[str]:
     kind = KINDS.get(str(artifact.get("kind")))
     if kind is None:
         return []  # an unknown or planned kind: the schema or the planner says so
+    from ascendpatch.kinds.base import options_schema  # (loaded with the kind itself)
+
     problems: list[str] = []
     options = artifact.get("options")
     if isinstance(options, dict):
