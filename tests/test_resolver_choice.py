@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascendpatch.env import inscript, pipconfig, pipindex, resolver, stackcheck, uvbin
+from ascendpatch.env import pipconfig, pipindex, resolver, stackcheck, uvbin
 from ascendpatch.env.pipadapter import ONLINE
 from ascendpatch.env.target import from_python, from_site_packages
 from ascendpatch.errors import InvalidInputError
@@ -164,7 +164,7 @@ def test_the_pre_flight_cache_key_is_the_pip_settings_the_choice_read(
     reads: list[object] = []
     real = pipconfig._start
 
-    def counted(*args: Any) -> inscript.Running:
+    def counted(*args: Any) -> Any:
         reads.append(args)
         return real(*args)
 

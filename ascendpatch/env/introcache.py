@@ -42,10 +42,12 @@ _ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHO
 def cache_path(python: Path) -> Path:
     """One file per interpreter path, named by two checksums of it (zlib: no hashlib before
     the start); the file names the path it is for, and another's is never used (:func:`load`)."""
-    return catalog.cache_dir() / "introspect" / f"{_checksums(os.path.abspath(python))}.json"
+    return catalog.cache_dir() / "introspect" / f"{checksums(os.path.abspath(python))}.json"
 
 
-def _checksums(text: str) -> str:
+def checksums(text: str | bytes) -> str:
+    """Two zlib checksums of ``text`` (a path or a script: encoded as file names are), as one
+    16-digit name. They tell a change, not an adversary; they load no OpenSSL."""
     data = os.fsencode(text)
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
@@ -92,7 +94,7 @@ def fingerprint(python: Path, script: str, info: dict[str, Any]) -> list[Any]:
     user_site = info.get("user_site")
     uname = os.uname()
     return [
-        FORMAT, _checksums(script),
+        FORMAT, checksums(script),
         _stat(path, follow=False), _stat(path),
         [os.environ.get(name) for name in _ENV],
         [uname.release, uname.version, uname.machine],

@@ -7,12 +7,16 @@ the same files and variables count), merged in pip's order (``[global]``, then t
 section, then the environment), and translated into uv's flags and variables. A setting uv
 cannot take the same way raises :class:`Untranslatable`: the caller then resolves with pip,
 saying so. The same settings, read once per command, name the index in the stack pre-flight's
-cache key (:func:`identity`, env/stackcheck.py). (env/releases.py reads the index settings
-for port / catalog-check through pip's own finder, env/_pipfind.py.)
+cache key (:func:`identity`, env/stackcheck.py). The answer is kept for later runs while
+nothing it was read from changes (env/pipsaved.py): the reader also says which files pip's
+loader considered and whether the environment it ran in is the one it was given.
+(env/releases.py reads the index settings for port / catalog-check through pip's own finder,
+env/_pipfind.py.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -21,17 +25,18 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ascendpatch import redact
-from ascendpatch.env import inscript
+from ascendpatch.env import inscript, pipsaved
+from ascendpatch.env.pipsaved import Answer
 
 if TYPE_CHECKING:
     from ascendpatch.env.target import Target
 
 _READ = """
-import json, sys
+import json, os, sys, zlib
 if sys.argv[2]:  # a target without pip: this tool's pip, run by the target as `pip --python` is
     sys.path.append(sys.argv[2])
-from pip._internal.configuration import Configuration
-config = Configuration(isolated=False)
+from pip._internal import configuration
+config = configuration.Configuration(isolated=False)
 config.load()
 order = ["global", sys.argv[1], ":env:"]
 found = {name: [] for name in order}
@@ -45,7 +50,15 @@ for key, value in flat(config.items()):
     section, _, name = key.partition(".")
     if section in found:
         found[section].append((name, value))
-print(json.dumps({"settings": [[n, v] for section in order for n, v in found[section]]}))
+# what the answer was read from, for env/pipsaved.py: pip's own list of its files, pip itself,
+# the customize modules site ran; and whether the environment is the one this was given
+files = [f for _, names in config.iter_config_files() for f in names]
+files += [m.__file__ for m in (configuration, sys.modules.get("sitecustomize"),
+                               sys.modules.get("usercustomize")) if getattr(m, "__file__", None)]
+env = b"".join(k + b"=" + v + b"\\0" for k, v in sorted(os.environb.items()))
+same = "%08x%08x" % (zlib.crc32(env), zlib.adler32(env)) == sys.argv[3]
+print(json.dumps({"settings": [[n, v] for section in order for n, v in found[section]],
+                  "from_env": len(found[":env:"]), "files": files, "same_env": same}))
 """
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -79,11 +92,17 @@ Settings = tuple[tuple[str, str], ...]
 _Key = tuple[str, str, str, frozenset[tuple[str, str]]]
 # What this process has read, by (interpreter, pip, command, environment): a command asks twice
 # (the resolver's choice, the pre-flight cache's key) and each ask is a Python start importing
-# pip. Nothing in ascendpatch changes pip's configuration or os.environ while it runs.
+# pip, unless a run before kept the answer (env/pipsaved.py). Nothing in ascendpatch changes
+# pip's configuration or os.environ while it runs.
 _READ_BEFORE: dict[_Key, Settings] = {}
 # Reads the parser started (prefetch) and no one has waited for yet, by the same key.
-_started: dict[_Key, inscript.Running] = {}
+_started: dict[_Key, _Reading] = {}
 _TIMEOUT = 60.0
+
+
+class _Reading(NamedTuple):
+    running: inscript.Running
+    since: int  # time.time_ns() before it started: what a kept answer must be older than
 
 
 class Reader(NamedTuple):
@@ -131,32 +150,42 @@ def read(source: Path | Reader, command: str, env: Mapping[str, str] | None = No
         -> list[tuple[str, str]]:
     """pip's effective settings for ``command`` as ``source`` (an interpreter with its own pip,
     or a :class:`Reader`) reads them, lowest precedence first (read once per process for the
-    same reader, command and environment; a read :func:`prefetch` started is waited for)."""
+    same reader, command and environment, and kept for the next run while nothing they were
+    read from changes: env/pipsaved.py; a read :func:`prefetch` started is waited for)."""
     who = source if isinstance(source, Reader) else Reader(source)
     key = _key(who, command, env)
     if key not in _READ_BEFORE:
-        running = _started.pop(key, None)
-        _READ_BEFORE[key] = _answer(running if running is not None else _start(who, command, env))
+        reading = _started.pop(key, None)
+        kept = None if reading is not None else _kept(who, command, env)
+        if kept is not None:
+            _READ_BEFORE[key] = kept
+        else:
+            reading = reading or _start(who, command, env)
+            _READ_BEFORE[key] = _keep(who, command, env, reading)
     return list(_READ_BEFORE[key])
 
 
 def prefetch(who: Reader, command: str) -> None:
     """Start reading pip's settings for ``command`` in this process's environment now, for the
     next :func:`read` of the same: the parser calls it as soon as it knows the target, so that
-    pip's import (about 0.1 s) runs while the command's modules load. A failure to start is
-    left for that read to meet and word, as always."""
+    pip's import (about 0.1 s) runs while the command's modules load; an answer a run before
+    kept, still good, is taken instead. A failure to start is left for that read to meet and
+    word, as always."""
     key = _key(who, command, None)
-    if key not in _READ_BEFORE and key not in _started:
-        try:
-            _started[key] = _running(who, command, None)
-        except inscript.ScriptError:
-            return
+    if key in _READ_BEFORE or key in _started:
+        return
+    kept = _kept(who, command, None)
+    if kept is not None:
+        _READ_BEFORE[key] = kept
+        return
+    with contextlib.suppress(inscript.ScriptError):
+        _started[key] = _running(who, command, None)
 
 
 def stop_unfinished() -> None:
     """The end of a run (cli's error boundary): a read the parser started and no command
     waited for is stopped and reaped, and forgotten."""
-    running = list(_started.values())
+    running = [reading.running for reading in _started.values()]
     _started.clear()
     inscript.stop_all(running)
 
@@ -166,21 +195,38 @@ def _key(who: Reader, command: str, env: Mapping[str, str] | None) -> _Key:
             frozenset((os.environ if env is None else env).items()))
 
 
-def _start(who: Reader, command: str, env: Mapping[str, str] | None) -> inscript.Running:
+def _kept(who: Reader, command: str, env: Mapping[str, str] | None) -> Settings | None:
+    return pipsaved.load(who.python, who.pip_path, command, _READ, env)
+
+
+def _keep(who: Reader, command: str, env: Mapping[str, str] | None,
+          reading: _Reading) -> Settings:
+    """The answer of ``reading``, kept for the next run when it may be (env/pipsaved.py)."""
+    answer = _answer(reading.running)
+    pipsaved.save(who.python, who.pip_path, command, _READ, env, answer, reading.since)
+    return answer.settings
+
+
+def _start(who: Reader, command: str, env: Mapping[str, str] | None) -> _Reading:
     try:
         return _running(who, command, env)
     except inscript.ScriptError as exc:  # it cannot start: "... does not exist"
         raise Untranslatable(f"pip's configuration could not be read ({exc})") from None
 
 
-def _running(who: Reader, command: str, env: Mapping[str, str] | None) -> inscript.Running:
+def _running(who: Reader, command: str, env: Mapping[str, str] | None) -> _Reading:
     """The reader started, in this process's group (it starts nothing of its own): a signal to
     the group (``timeout``, a hangup) ends a read hanging on a FIFO ``PIP_CONFIG_FILE`` too."""
-    return inscript.Running(who.python, _READ, [command, who.pip_path], env=env,
-                            own_group=False)
+    import time
+
+    since = time.time_ns()
+    running = inscript.Running(who.python, _READ,
+                               [command, who.pip_path, pipsaved.env_checksum(env)],
+                               env=env, own_group=False)
+    return _Reading(running, since)
 
 
-def _answer(running: inscript.Running) -> Settings:
+def _answer(running: inscript.Running) -> Answer:
     """Untranslatable for every way the reading can fail: pip's complaint, no answer in time,
     or an answer that is not the script's (a ``.pth`` that prints)."""
     try:
@@ -198,7 +244,12 @@ def _answer(running: inscript.Running) -> Settings:
     if not isinstance(pairs, list) or not all(
             isinstance(pair, list) and len(pair) == 2 for pair in pairs):
         raise Untranslatable("pip's configuration could not be read (no answer)")
-    return tuple((str(name), str(value)) for name, value in pairs)
+    settings = tuple((str(name), str(value)) for name, value in pairs)
+    from_env, files = doc.get("from_env"), doc.get("files")
+    if not (type(from_env) is int and 0 <= from_env <= len(settings) and isinstance(files, list)
+            and all(isinstance(item, str) for item in files)):
+        return Answer(settings)  # (nothing to keep it by)
+    return Answer(settings, from_env, tuple(files), doc.get("same_env") is True)
 
 
 # not part of what pip finds, and may hold a password that is not in a URL (user:pw@proxy)

@@ -1,0 +1,227 @@
+"""pip's settings are kept between runs (env/pipsaved.py) and taken only while nothing they
+were read from has changed: pip's own list of its configuration files, the environment, the
+working folder, the interpreter, pip itself. Every read here is real pip's, in a real
+interpreter; a kept answer is proven used by a read that cannot start any interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ascendpatch.env import inscript, pipconfig, pipsaved
+from tests.kit import past_racy_window
+
+READER = pipconfig.Reader(Path(sys.executable))  # (its own pip)
+
+
+@pytest.fixture
+def conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The global pip.conf (``$XDG_CONFIG_DIRS/pip/pip.conf``), with HOME and the XDG folders
+    of the test's own, old enough (the racy window) for its stat to prove it unchanged."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "xdg"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    for name in [n for n in os.environ if n.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    path = tmp_path / "xdg" / "pip" / "pip.conf"
+    path.parent.mkdir(parents=True)
+    path.write_text("[global]\nindex-url = https://mirror.example/simple\n")
+    monkeypatch.chdir(tmp_path)
+    past_racy_window(path)
+    return path
+
+
+def _read() -> list[tuple[str, str]]:
+    """A new command's read (the in-process memo lives as long as one command)."""
+    pipconfig._READ_BEFORE.clear()
+    return pipconfig.read(READER, "install")
+
+
+@pytest.fixture
+def starts(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every interpreter a read starts."""
+    started: list[object] = []
+    real = inscript.Running.__init__
+
+    def counted(self: inscript.Running, *args: Any, **kwargs: Any) -> None:
+        started.append(args)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(inscript.Running, "__init__", counted)
+    return started
+
+
+def _kept_file() -> Path:
+    return pipsaved.cache_path(READER.python, READER.pip_path, "install")
+
+
+def test_a_later_command_takes_the_kept_settings_without_starting_pip(
+        conf: Path, starts: list[object]) -> None:
+    first = _read()
+    assert ("index-url", "https://mirror.example/simple") in first and len(starts) == 1
+    assert _kept_file().stat().st_mode & 0o777 == 0o600
+    assert _read() == first and len(starts) == 1
+    pipconfig.prefetch(READER, "install")  # the parser's head start takes it too
+    assert pipconfig._started == {} and len(starts) == 1
+
+
+def _edit(conf: Path) -> None:
+    conf.write_text("[global]\nindex-url = https://other.example/simple\n")
+
+
+def _user_conf(conf: Path) -> None:
+    user = Path(os.environ["HOME"]) / ".config" / "pip" / "pip.conf"
+    user.parent.mkdir(parents=True)
+    user.write_text("[install]\nfind-links = /opt/more\n")
+
+
+def _env(conf: Path) -> None:
+    os.environ["ASCENDPATCH_TEST_UNRELATED"] = "1"  # (restored by monkeypatch's delenv below)
+
+
+def _cwd(conf: Path) -> None:
+    os.chdir(conf.parent)
+
+
+def _gone(conf: Path) -> None:
+    conf.unlink()
+
+
+@pytest.mark.parametrize("change", [_edit, _user_conf, _env, _cwd, _gone])
+def test_any_change_to_what_they_were_read_from_reads_pip_again(
+        conf: Path, starts: list[object], monkeypatch: pytest.MonkeyPatch,
+        change: Callable[[Path], None]) -> None:
+    monkeypatch.delenv("ASCENDPATCH_TEST_UNRELATED", raising=False)
+    before = _read()
+    assert _read() == before and len(starts) == 1
+    change(conf)
+    after = _read()
+    assert len(starts) == 2
+    assert list(after) == list(_pips_own_answer())
+
+
+def _pips_own_answer() -> pipconfig.Settings:
+    return pipconfig._answer(pipconfig._running(READER, "install", None).running).settings
+
+
+def test_a_relative_pip_config_file_is_read_again_from_another_folder(
+        conf: Path, starts: list[object], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    for folder, index in (("a", "https://a.example/simple"), ("b", "https://b.example/s")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "pip.conf").write_text(f"[global]\nindex-url = {index}\n")
+        past_racy_window(tmp_path / folder / "pip.conf")
+    monkeypatch.setenv("PIP_CONFIG_FILE", "pip.conf")
+    for folder, index in (("a", "https://a.example/simple"), ("b", "https://b.example/s")) * 2:
+        monkeypatch.chdir(tmp_path / folder)
+        assert dict(_read())["index-url"] == index
+    assert len(starts) == 4  # (one kept file per reader: each folder overwrites the other's)
+
+
+def test_a_file_changed_within_the_racy_window_is_never_kept(
+        conf: Path, starts: list[object]) -> None:
+    _edit(conf)  # (just now: a same-size rewrite in the same tick would keep its stat)
+    _read()
+    assert not _kept_file().exists()
+    _read()
+    assert len(starts) == 2
+
+
+def test_a_secret_from_the_environment_is_kept_as_its_variables_name_only(
+        conf: Path, starts: list[object], monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "https://ci:s3cr3t-t0ken@private.example/simple"
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", secret)
+    first = _read()
+    assert ("extra-index-url", secret) in first
+    kept = _kept_file().read_bytes()
+    assert b"s3cr3t" not in kept and b"PIP_EXTRA_INDEX_URL" in kept
+    assert _read() == first and len(starts) == 1  # the value comes from the variable again
+
+
+def test_a_configuration_that_is_not_a_regular_file_is_never_kept(
+        conf: Path, starts: list[object], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(folder))  # pip skips what it cannot read
+    past_racy_window(folder)
+    _read()
+    _read()
+    assert len(starts) == 2 and not _kept_file().exists()
+
+
+def test_an_environment_changed_under_the_reader_is_never_kept(
+        conf: Path, starts: list[object], tmp_path: Path) -> None:
+    """A .pth (or sitecustomize) that sets a variable in the target from something no
+    fingerprint covers (here HOME, from a file): what pip read came from an environment this
+    process cannot see, so the answer is read again each time, and follows that file."""
+    root = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    pointer = tmp_path / "home-of-the-day"
+    for user, index in (("u1", "https://one.example/s"), ("u2", "https://two.example/s")):
+        (tmp_path / user / ".pip").mkdir(parents=True)
+        (tmp_path / user / ".pip" / "pip.conf").write_text(f"[global]\nindex-url = {index}\n")
+    pointer.write_text(str(tmp_path / "u1"))
+    site = next((root / "lib").glob("python3*/site-packages"))
+    (site / "sets.pth").write_text(
+        f"import os; os.environ['HOME'] = open({str(pointer)!r}).read()\n")
+    past_racy_window(site / "sets.pth")
+    who = pipconfig._reader(root / "bin" / "python", has_pip=False)
+    for user, index in (("u1", "https://one.example/s"), ("u2", "https://two.example/s")):
+        pointer.write_text(str(tmp_path / user))
+        pipconfig._READ_BEFORE.clear()
+        assert dict(pipconfig.read(who, "install"))["index-url"] == index
+    assert len(starts) == 2
+    assert not pipsaved.cache_path(who.python, who.pip_path, "install").exists()
+
+
+def test_a_target_without_pip_is_kept_by_its_site_conf_and_this_tools_pip(
+        conf: Path, starts: list[object], tmp_path: Path) -> None:
+    root = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    (root / "pip.conf").write_text("[install]\npre = true\n")
+    past_racy_window(root / "pip.conf")
+    who = pipconfig._reader(root / "bin" / "python", has_pip=False)
+    for _ in range(2):
+        pipconfig._READ_BEFORE.clear()
+        assert ("pre", "true") in pipconfig.read(who, "install")
+    assert len(starts) == 1
+    (root / "pip.conf").write_text("[install]\npre = false\n")
+    pipconfig._READ_BEFORE.clear()
+    assert ("pre", "false") in pipconfig.read(who, "install") and len(starts) == 2
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                        lambda inner: st.lists(inner, max_size=4)
+                        | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+                        max_leaves=20)
+       | st.fixed_dictionaries({"fingerprint": st.just([]), "files": st.just([]),
+                                "settings": st.lists(st.lists(st.text(max_size=5)))},
+                               optional={"from_env": st.lists(st.lists(st.text(max_size=5)))}))
+def test_a_kept_file_of_any_shape_is_taken_for_nothing(
+        conf: Path, starts: list[object], doc: object) -> None:
+    """A kept file another version wrote, cut short, or of any shape: no answer, no crash; the
+    read asks pip."""
+    _kept_file().parent.mkdir(parents=True, exist_ok=True)
+    _kept_file().write_text(json.dumps(doc))
+    assert pipsaved.load(READER.python, READER.pip_path, "install", pipconfig._READ,
+                         None) is None
+
+
+@pytest.mark.parametrize("raw", [b"[" * 100_000, b"\xff\xfe", b"", b"{" + b" " * 100])
+def test_a_broken_kept_file_is_taken_for_nothing(conf: Path, starts: list[object],
+                                                 raw: bytes) -> None:
+    first = _read()
+    _kept_file().write_bytes(raw)
+    assert _read() == first and len(starts) == 2
