@@ -31,7 +31,6 @@ from ascendpatch.env.reqs import parse as parse_requirement
 from ascendpatch.env.resolver import Mode
 from ascendpatch.env.target import Target
 from ascendpatch.errors import AscendpatchError
-from ascendpatch.inspect.checks.pins import pin_check
 from ascendpatch.results import CheckResult, CommandResult, Level
 from ascendpatch.shell import cliargs
 
@@ -178,6 +177,8 @@ _NO_DEPS_WHY = "manifest no_deps: its dependencies would replace the image's NPU
 def _recheck(ctx: Context, after: Target, requested: list[Requirement],
              plan: pipdiff.InstallPlan) -> list[CheckResult]:
     """Afterwards: one line per pin and requirement, and what --no-deps packages leave unmet."""
+    from ascendpatch.inspect.checks.pins import pin_check  # (after an install only)
+
     lines = [pin_check(pin, after) for pin in ctx.manifest.stack.packages]
     pinned = {canonicalize_name(p.name) for p in ctx.manifest.stack.packages}
     for req in requested:

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascendpatch import cachedir, catalog
-from ascendpatch.env import pipadapter, pipconfig, pipindex, releases, reqs
+from ascendpatch.env import pipadapter, pipconfig, pipindex, reqs
 from ascendpatch.env.pipadapter import PipError, Source
 from ascendpatch.env.reqs import applicable
 from ascendpatch.env.target import Target
@@ -166,6 +166,8 @@ def _boundaries(specs: list[str]) -> list[Version]:
 def _candidates(name: str, source: Source) -> list[Version]:
     if not source.offline:
         return pipindex.versions(name)  # pip's: yanked releases are not among them
+    from ascendpatch.env import releases  # (its archive readers: only for a wheelhouse)
+
     folder = source.wheelhouse
     files = [p.name for p in folder.iterdir()] if folder and folder.is_dir() else []
     return releases.versions_in(name, files)
