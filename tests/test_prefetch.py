@@ -474,3 +474,43 @@ def test_nothing_is_read_ahead_for_a_command_that_resolves_with_pip(
         run_cli("--python", small_venv, "install", "--dry-run", "--resolver", "uv",
                 "--offline", "--wheelhouse", house, "six")
         assert [run.python for run in started if run.own_group is False] == [small_venv]
+
+
+# What install must not have loaded when uv starts on a refusal from a wheelhouse: each is an
+# import the whole command waits for (kinds its manifest does not name, the wheelhouse archive
+# readers an online pre-flight never uses, the checks run only after a real install).
+NOT_BEFORE_UV = ("ascendpatch.kinds.diff", "ascendpatch.kinds.dropin",
+                 "ascendpatch.kinds.envfile", "ascendpatch.kinds.plugin",
+                 "ascendpatch.patchfile.diffpatch", "dotenv", "ascendpatch.deploy.logs",
+                 "ascendpatch.env.releases", "tarfile", "ascendpatch.inspect.checks.pins")
+
+UV_SPY = f"""
+import sys
+from ascendpatch.env import resolver
+real = resolver._uv
+def spied(*args, **kwargs):
+    print("UV with", [m for m in {NOT_BEFORE_UV!r} if m in sys.modules], file=sys.stderr)
+    return real(*args, **kwargs)
+resolver._uv = spied
+from ascendpatch.shell.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_refused_install_loads_nothing_it_does_not_use_before_uv_starts(
+        tmp_path: Path) -> None:
+    """The torch guard's refusal from a wheelhouse, whose manifest names no artifact (the
+    case bench/resolver.py measures against pip's own resolution)."""
+    if uvbin.find().path is None:
+        pytest.skip("uv is not installed with ascendpatch here (ascendpatch[fast])")
+    from tests.kit import torchguard
+
+    world = torchguard.world(tmp_path / "guard")
+    env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", UV_SPY, "--python", str(world["python"]),
+                           "--manifest", str(world["manifest"]), "install", "--dry-run",
+                           "--offline", "--wheelhouse", str(world["house"]), "--resolver",
+                           "uv", "needs-new-torch"], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+    assert proc.returncode == 1 and "torch is protected" in proc.stdout, proc.stderr
+    assert "UV with []" in proc.stderr.splitlines()
