@@ -180,3 +180,55 @@ def test_empty_search_path_entries_never_make_the_current_folder_a_search_folder
     assert set(built.dropped) == {"LD_LIBRARY_PATH: ''", "PYTHONPATH: ''",
                                   "ASCEND_OPP_PATH: 'opp'", "PATH: ''", "PATH: 'bin'"}
     assert ("LD_LIBRARY_PATH", "/x/lib64") in built.added
+
+
+_PEAK = """
+import resource, sys
+from pathlib import Path
+from ascendpatch.deploy import serve_env
+from ascendpatch.errors import InvalidInputError
+serve_env.SOURCE_TIMEOUT = float(sys.argv[2])
+try:
+    serve_env.build({"PATH": "/usr/bin:/bin", serve_env.ROOT_VAR: sys.argv[1]}, [], {})
+    print("BUILT")
+except InvalidInputError as exc:
+    print("REFUSED", exc)
+print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def _build_in_a_process(root: Path, timeout: float) -> tuple[str, int]:
+    import subprocess
+    import sys
+
+    from tests.kit import REPO
+
+    proc = subprocess.run([sys.executable, "-c", _PEAK, str(root), str(timeout)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=True)
+    said, peak = proc.stdout.strip().splitlines()
+    return said, int(peak.split()[1])
+
+
+def test_a_script_that_prints_without_end_is_one_line_in_bounded_memory(root: Path) -> None:
+    """Only the end of a script's standard error is held (inscript.run_bounded: before, it
+    was read whole, ``capture_output``, until the timeout). (Its standard output cannot flood:
+    it is sourced with ``1>&2``, and ``env -0`` cannot print more than the kernel lets one
+    process's environment hold: the 4 MiB bound is not reached.)"""
+    _script(root, TOOLKIT, "yes chatter-chatter-chatter >&2\n")
+    said, peak_mib = _build_in_a_process(root, 3)
+    assert said.startswith("REFUSED") and "did not finish in 3 s" in said
+    assert peak_mib < 100
+
+
+def test_a_process_a_script_leaves_holding_its_output_is_not_waited_for(root: Path) -> None:
+    """A set_env.sh that starts something in the background (its standard error still ours):
+    the environment is taken once bash has exited, and what it left is stopped with its
+    group, instead of sourcing failing at the timeout."""
+    marker = "ascendpatch-test-left-behind-9731"
+    _script(root, TOOLKIT, f"export ASCEND_TOOLKIT_HOME=/x\n(exec -a {marker} sleep 60) >&2 &\n")
+    said, _ = _build_in_a_process(root, 20)
+    assert said == "BUILT"
+    import subprocess
+
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True,
+                          check=False).stdout == b""

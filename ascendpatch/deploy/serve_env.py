@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ascendpatch.env import inscript
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import foreign_owner, open_to_others
 from ascendpatch.redact import shown
@@ -28,7 +28,6 @@ from ascendpatch.redact import shown
 ROOT_VAR = "ASCENDPATCH_SERVE_ROOT"  # tests and sandboxes: where the standard paths start
 STANDARD = ("usr/local/Ascend/ascend-toolkit/set_env.sh", "usr/local/Ascend/nnal/atb/set_env.sh")
 SOURCE_TIMEOUT = 60.0
-MAX_ENV_BYTES = 4 * 1024 * 1024
 _BASH_NOISE = frozenset({"_", "SHLVL", "PWD", "OLDPWD"})  # what bash itself sets
 # a script's own exit status is not its verdict (the last test of many set_env.sh is false)
 _SOURCE = 'for f in "$@"; do . "$f" 1>&2; done; exec env -0'
@@ -152,20 +151,23 @@ def source(scripts: Sequence[Path], env: Mapping[str, str]) -> dict[str, str]:
                                     f"uid {os.getuid()}",
                                     fix="make the folders and the script owned by root and "
                                         "writable by root only")
-    try:
-        run = subprocess.run(["bash", "--noprofile", "--norc", "-c", _SOURCE, "bash",
-                              *map(str, scripts)], env=dict(env), capture_output=True,
-                             stdin=subprocess.DEVNULL, timeout=SOURCE_TIMEOUT, check=False,
-                             cwd="/")
-    except subprocess.TimeoutExpired:
-        raise InvalidInputError(f"sourcing {', '.join(map(str, scripts))} did not finish in "
-                                f"{SOURCE_TIMEOUT:g} s") from None
-    if run.returncode != 0 or len(run.stdout) > MAX_ENV_BYTES:
-        tail = run.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise InvalidInputError(f"sourcing {', '.join(map(str, scripts))} failed (exit "
-                                f"{run.returncode}: {tail[0][:200]})",
+    named = ", ".join(map(str, scripts))
+    try:  # (bounded: a script that prints for ever is not held in memory, nor waited for)
+        out, err, code = inscript.run_bounded(
+            ["bash", "--noprofile", "--norc", "-c", _SOURCE, "bash", *map(str, scripts)],
+            env=env, timeout=SOURCE_TIMEOUT, cwd="/")
+    except inscript.ScriptTimeout:
+        raise InvalidInputError(f"sourcing {named} did not finish in {SOURCE_TIMEOUT:g} s "
+                                "(it and what it started were stopped)") from None
+    except inscript.ScriptError:
+        raise InvalidInputError(f"sourcing {named} printed more than "
+                                f"{inscript.ANSWER_LIMIT // (1024 * 1024)} MiB of environment",
+                                fix="run the script in a shell to see what it prints") from None
+    if code != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise InvalidInputError(f"sourcing {named} failed (exit {code}: {tail[0][:200]})",
                                 fix="run the script in a shell to see the error")
-    return _parse(run.stdout)
+    return _parse(out)
 
 
 def search_paths(env: dict[str, str]) -> list[str]:

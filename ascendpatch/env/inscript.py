@@ -229,16 +229,20 @@ class Running:
     the caller's group (``timeout``, a terminal's hangup) ends it too."""
 
     def __init__(self, python: Path, script: str, args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None, *, own_group: bool = True) -> None:
+                 env: Mapping[str, str] | None = None, *, own_group: bool = True,
+                 argv: Sequence[str] | None = None, cwd: str | None = None) -> None:
+        """``argv``: another program than ``python`` running ``script`` (:func:`run_bounded`),
+        named by ``python`` in what it says."""
         import subprocess  # (here: a repeat audit answers from caches and starts nothing)
 
         self.python = python
         self.own_group = own_group
         try:
             self.proc = subprocess.Popen(
-                code_argv(python, script, args), stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                start_new_session=own_group, env=dict(env) if env is not None else None)
+                code_argv(python, script, args) if argv is None else list(argv),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                start_new_session=own_group, env=dict(env) if env is not None else None,
+                cwd=cwd)
         except FileNotFoundError:
             raise ScriptError(f"{brief(python)} does not exist") from None
         except OSError as exc:
@@ -270,6 +274,24 @@ class Running:
         """The JSON object the script printed last. On timeout (or ^C) it is killed (its
         whole group when it has one of its own, so nothing the interpreter spawned is left
         behind and no grandchild keeps our pipes open)."""
+        out, err = self.output(timeout)
+        # (the answer is the target's: anything its site runs may print it, as deep or as
+        # undecodable as it likes: untrusted.load_json bounds both)
+        from ascendpatch.untrusted import NotJsonError, UntrustedDocumentError, load_json
+
+        try:
+            doc = load_json(out.strip().splitlines()[-1], "its answer")
+        except (NotJsonError, IndexError):
+            raise ScriptError(_message(err, self.proc.returncode)) from None
+        except UntrustedDocumentError as exc:
+            raise ScriptError(str(exc)) from None
+        if not isinstance(doc, dict):
+            raise ScriptError("the script printed no JSON object")
+        return doc
+
+    def output(self, timeout: float) -> tuple[bytes, bytes]:
+        """What it printed (:func:`_collect`'s bounds), once it has exited and is reaped;
+        ScriptTimeout or ScriptError (more than ANSWER_LIMIT) once it is killed."""
         import subprocess
 
         with self.proc as proc:
@@ -290,19 +312,7 @@ class Running:
                 raise
             if left_behind:  # (what it started and left holding the pipes: its group's go)
                 self._end()
-        # (the answer is the target's: anything its site runs may print it, as deep or as
-        # undecodable as it likes: untrusted.load_json bounds both)
-        from ascendpatch.untrusted import NotJsonError, UntrustedDocumentError, load_json
-
-        try:
-            doc = load_json(out.strip().splitlines()[-1], "its answer")
-        except (NotJsonError, IndexError):
-            raise ScriptError(_message(err, proc.returncode)) from None
-        except UntrustedDocumentError as exc:
-            raise ScriptError(str(exc)) from None
-        if not isinstance(doc, dict):
-            raise ScriptError("the script printed no JSON object")
-        return doc
+        return out, err
 
     def stop(self) -> None:
         """Not wanted after all: the script (its group, when it has one of its own) is killed
@@ -323,6 +333,17 @@ def stop_all(running: list[Running]) -> None:
         while running:
             with contextlib.suppress(Exception, KeyboardInterrupt):
                 running.pop().stop()
+
+
+def run_bounded(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
+                cwd: str | None = None) -> tuple[bytes, bytes, int]:
+    """Any program run as a script is (in a process group of its own, standard input empty,
+    its output in :func:`_collect`'s bounds): its standard output, the end of its standard
+    error, its exit code. ScriptTimeout or ScriptError (more than ANSWER_LIMIT of output) once
+    its whole group is killed."""
+    running = Running(Path(argv[0]), "", env=env, argv=argv, cwd=cwd)
+    out, err = running.output(timeout)
+    return out, err, running.proc.returncode
 
 
 def run_json(python: Path, script: str, args: Sequence[str] = (), timeout: float = 120.0,
