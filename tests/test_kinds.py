@@ -205,3 +205,26 @@ def test_the_registry_is_every_kind_in_verifys_order_and_only_those() -> None:
     with pytest.raises(KeyError):
         KINDS["nope"] = KINDS["file"]
     assert KINDS["diff"] is KINDS["diff"]  # made once
+    assert not hasattr(KINDS, "clear") and not hasattr(KINDS, "pop")  # nothing removes one
+
+
+def test_a_kind_that_cannot_load_is_an_error_not_an_unknown_kind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyError while a kind's module loads must not read as "no such kind" to ``get``
+    (validate and store_roots would then take a real kind for a planned one, silently)."""
+    import importlib
+
+    from ascendpatch import kinds
+
+    registry = kinds._Registry()
+    real = importlib.import_module
+
+    def broken(name: str) -> object:
+        if name == "ascendpatch.kinds.file":
+            raise KeyError("a bug in the module")
+        return real(name)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(RuntimeError, match="kind 'file' cannot be loaded"):
+        registry.get("file")
+    assert registry.get("nope") is None

@@ -10,7 +10,7 @@ reads (``install``'s plan waits for these imports before it starts its resolver)
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (kinds.base itself loads with the first kind made)
@@ -28,32 +28,31 @@ _WHERE: dict[str, tuple[str, str]] = {
 }
 
 
-class _Registry(MutableMapping[str, "Kind"]):  # (a name: kinds.base loads later)
+class _Registry(Mapping[str, "Kind"]):  # (a name: kinds.base loads with the first kind)
     """Every kind by its name, each made (its module imported) when first asked for. Only the
-    registered names exist; setting one (a test's stand-in) replaces the kind made for it, and
-    deleting it lets the next ask make it afresh."""
+    registered names exist, and always: setting one (a test's stand-in, ``monkeypatch.setitem``)
+    replaces the kind made for it; nothing removes one."""
 
     def __init__(self) -> None:
         self._made: dict[str, Kind] = {}
 
     def __getitem__(self, name: str) -> Kind:
         kind = self._made.get(name)
-        if kind is None:
-            module_name, cls = _WHERE[name]  # KeyError for a name no kind has, as a dict's
+        if kind is not None:
+            return kind
+        module_name, cls = _WHERE[name]  # KeyError for a name no kind has, as a dict's
+        try:
             module = importlib.import_module(f"{__name__}.{module_name}")
             made: Kind = getattr(module, cls)()
-            kind = self._made[name] = made
-        return kind
+        except Exception as exc:  # not a KeyError ``get`` would take for "no such kind"
+            raise RuntimeError(f"kind {name!r} cannot be loaded: {exc!r}") from exc
+        self._made[name] = made
+        return made
 
     def __setitem__(self, name: str, kind: Kind) -> None:
         if name not in _WHERE:
             raise KeyError(name)
         self._made[name] = kind
-
-    def __delitem__(self, name: str) -> None:
-        if name not in _WHERE:
-            raise KeyError(name)
-        self._made.pop(name, None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(_WHERE)
@@ -65,6 +64,6 @@ class _Registry(MutableMapping[str, "Kind"]):  # (a name: kinds.base loads later
         return name in _WHERE
 
 
-KINDS: MutableMapping[str, Kind] = _Registry()
+KINDS = _Registry()
 
 KIND_NAMES = frozenset(_WHERE)
