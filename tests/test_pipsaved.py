@@ -200,15 +200,21 @@ def test_a_target_without_pip_is_kept_by_its_site_conf_and_this_tools_pip(
     assert ("pre", "false") in pipconfig.read(who, "install") and len(starts) == 2
 
 
+_ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                         lambda inner: st.lists(inner, max_size=4)
+                         | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+                         max_leaves=20)
+_PATHS = st.lists(st.text(max_size=6))
+
+
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(doc=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                        lambda inner: st.lists(inner, max_size=4)
-                        | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-                        max_leaves=20)
-       | st.fixed_dictionaries({"fingerprint": st.just([]), "files": st.just([]),
-                                "settings": st.lists(st.lists(st.text(max_size=5)))},
-                               optional={"from_env": st.lists(st.lists(st.text(max_size=5)))}))
+@given(doc=_ANY_JSON | st.fixed_dictionaries(
+    {"fingerprint": st.just({}), "settings": st.lists(st.lists(st.text(max_size=5))),
+     "where": st.fixed_dictionaries({"config_files": _PATHS, "modules": _PATHS,
+                                     "sys_path": _PATHS,
+                                     "user_site": st.none() | st.text(max_size=5)})},
+    optional={"from_env": st.lists(st.lists(st.text(max_size=5)))}))
 def test_a_kept_file_of_any_shape_is_taken_for_nothing(
         conf: Path, starts: list[object], doc: object) -> None:
     """A kept file another version wrote, cut short, or of any shape: no answer, no crash; the
@@ -219,9 +225,115 @@ def test_a_kept_file_of_any_shape_is_taken_for_nothing(
                          None) is None
 
 
+@settings(max_examples=200, deadline=None)
+@given(doc=st.dictionaries(st.sampled_from(["from_env", "config_files", "seen", "modules",
+                                            "sys_path", "user_site", "env", "x"]),
+                           _ANY_JSON, max_size=8), count=st.integers(0, 5))
+def test_a_readers_account_of_any_shape_is_one_or_none(doc: dict[str, object],
+                                                       count: int) -> None:
+    """What a reader says its answer came from is the target's to print (a .pth can): any
+    shape gives a Provenance whose every part is typed, or None (nothing kept)."""
+    told = pipsaved.provenance(doc, count)
+    assert told is None or (0 <= told.from_env <= count and len(told.seen) ==
+                            len(told.config_files) and isinstance(told.env, str))
+
+
 @pytest.mark.parametrize("raw", [b"[" * 100_000, b"\xff\xfe", b"", b"{" + b" " * 100])
 def test_a_broken_kept_file_is_taken_for_nothing(conf: Path, starts: list[object],
                                                  raw: bytes) -> None:
     first = _read()
     _kept_file().write_bytes(raw)
     assert _read() == first and len(starts) == 2
+
+
+@pytest.mark.parametrize("value", ["https://ci:s3cr3t-t0ken@private.example/simple",
+                                   "https://private.example/simple?token=s3cr3t-t0ken",
+                                   "https://private.example/simple TOKEN=s3cr3t-t0ken"])
+def test_a_credential_from_a_file_is_never_kept(conf: Path, starts: list[object],
+                                                value: str) -> None:
+    """A pip.conf on a secret mount (a build secret, a Kubernetes secret) must not leave its
+    password in a cache that outlives the mount."""
+    conf.write_text(f"[global]\nindex-url = {value}\n")
+    past_racy_window(conf)
+    assert dict(_read())["index-url"] == value
+    assert not _kept_file().exists()
+    cache = Path(os.environ["ASCENDPATCH_CACHE"])
+    assert not any(b"s3cr3t" in p.read_bytes() for p in cache.rglob("*") if p.is_file())
+    _read()
+    assert len(starts) == 2
+
+
+def test_a_proxy_with_a_password_in_a_file_is_never_kept(conf: Path) -> None:
+    conf.write_text("[global]\nproxy = user:hunter2@proxy.example:3128\n")
+    past_racy_window(conf)
+    assert ("proxy", "user:hunter2@proxy.example:3128") in _read()
+    assert not _kept_file().exists()
+
+
+def test_a_file_removed_after_pip_read_it_is_not_kept_over(
+        conf: Path, starts: list[object]) -> None:
+    """The parser's prefetch reads, the file goes, then the command takes the answer: pip's
+    reading stands for this run, but the next one reads pip again (before, the removed file's
+    index was kept for ever: its stat, "missing", matched)."""
+    pipconfig._READ_BEFORE.clear()
+    pipconfig.prefetch(READER, "install")
+    [(running, _since)] = pipconfig._started.values()
+    running.proc.wait()
+    conf.unlink()
+    assert ("index-url", "https://mirror.example/simple") in pipconfig.read(READER, "install")
+    assert not _kept_file().exists()
+    assert "index-url" not in dict(_read()) and len(starts) == 2
+
+
+def _venv(tmp_path: Path) -> tuple[pipconfig.Reader, Path]:
+    root = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    return pipconfig._reader(root / "bin" / "python", has_pip=False), root
+
+
+def test_startup_code_added_or_removed_after_a_save_reads_pip_again(
+        conf: Path, starts: list[object], tmp_path: Path) -> None:
+    """A .pth that sets PIP_INDEX_URL, added after the answer was kept, then removed: each
+    change of the target's sys.path folders reads pip again (a .pth can also print an answer
+    of its own: it must not outlive the .pth)."""
+    who, root = _venv(tmp_path)
+    site = next((root / "lib").glob("python3*/site-packages"))
+    past_racy_window(site)
+    reads = []
+    for step in ("kept", "added", "removed"):
+        if step == "added":
+            (site / "zz.pth").write_text(
+                "import os; os.environ['PIP_INDEX_URL'] = 'https://evil.example/simple'\n")
+        elif step == "removed":
+            (site / "zz.pth").unlink()
+        past_racy_window(site)
+        for _ in range(2):
+            pipconfig._READ_BEFORE.clear()
+            reads.append(dict(pipconfig.read(who, "install")).get("index-url"))
+    assert reads == ["https://mirror.example/simple"] * 2 + ["https://evil.example/simple"] * 2 \
+        + ["https://mirror.example/simple"] * 2
+    assert len(starts) == 4  # kept, added (twice: an environment changed is never kept), removed
+
+
+def test_a_venv_that_is_no_longer_one_reads_pip_again(
+        conf: Path, starts: list[object], tmp_path: Path) -> None:
+    """sys.prefix (the site pip.conf's folder) comes from pyvenv.cfg."""
+    who, root = _venv(tmp_path)
+    (root / "pip.conf").write_text("[install]\nfind-links = /opt/venv-wheels\n")
+    past_racy_window(root / "pip.conf")
+    for _ in range(2):
+        pipconfig._READ_BEFORE.clear()
+        assert ("find-links", "/opt/venv-wheels") in pipconfig.read(who, "install")
+    (root / "pyvenv.cfg").rename(root / "pyvenv.cfg.away")
+    pipconfig._READ_BEFORE.clear()
+    assert ("find-links", "/opt/venv-wheels") not in pipconfig.read(who, "install")
+    assert len(starts) == 2
+
+
+def test_the_environments_checksum_never_reaches_a_command_line(conf: Path) -> None:
+    """crc32 is linear: from a checksum ``ps`` shows, another user who knows the rest of root's
+    environment could solve for a secret in it. The reader says its own checksum on its
+    private standard output instead."""
+    reading = pipconfig._running(READER, "install", None)
+    pipconfig._answer(reading.running)
+    assert pipsaved.env_checksum() not in str(reading.running.proc.args)

@@ -8,8 +8,9 @@ section, then the environment), and translated into uv's flags and variables. A 
 cannot take the same way raises :class:`Untranslatable`: the caller then resolves with pip,
 saying so. The same settings, read once per command, name the index in the stack pre-flight's
 cache key (:func:`identity`, env/stackcheck.py). The answer is kept for later runs while
-nothing it was read from changes (env/pipsaved.py): the reader also says which files pip's
-loader considered and whether the environment it ran in is the one it was given.
+nothing it was read from changes (env/pipsaved.py): the reader also says what that is (the
+files pip's loader considers, with their stats before the read, its sys.path, a checksum of
+the environment it ran in).
 (env/releases.py reads the index settings for port / catalog-check through pip's own finder,
 env/_pipfind.py.)
 """
@@ -32,11 +33,20 @@ if TYPE_CHECKING:
     from ascendpatch.env.target import Target
 
 _READ = """
-import json, os, sys, zlib
+import json, os, site, sys, zlib
 if sys.argv[2]:  # a target without pip: this tool's pip, run by the target as `pip --python` is
     sys.path.append(sys.argv[2])
 from pip._internal import configuration
 config = configuration.Configuration(isolated=False)
+def stat_of(path):  # as env/pipsaved.py's _stat
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, st.st_mode]
+# for env/pipsaved.py: pip's own list of its files, and their stats before pip reads them
+listed = [f for _, names in config.iter_config_files() for f in names]
+seen = [stat_of(f) for f in listed]
 config.load()
 order = ["global", sys.argv[1], ":env:"]
 found = {name: [] for name in order}
@@ -50,15 +60,14 @@ for key, value in flat(config.items()):
     section, _, name = key.partition(".")
     if section in found:
         found[section].append((name, value))
-# what the answer was read from, for env/pipsaved.py: pip's own list of its files, pip itself,
-# the customize modules site ran; and whether the environment is the one this was given
-files = [f for _, names in config.iter_config_files() for f in names]
-files += [m.__file__ for m in (configuration, sys.modules.get("sitecustomize"),
-                               sys.modules.get("usercustomize")) if getattr(m, "__file__", None)]
+modules = [m.__file__ for m in (configuration, sys.modules.get("sitecustomize"),
+                                sys.modules.get("usercustomize")) if getattr(m, "__file__", None)]
 env = b"".join(k + b"=" + v + b"\\0" for k, v in sorted(os.environb.items()))
-same = "%08x%08x" % (zlib.crc32(env), zlib.adler32(env)) == sys.argv[3]
 print(json.dumps({"settings": [[n, v] for section in order for n, v in found[section]],
-                  "from_env": len(found[":env:"]), "files": files, "same_env": same}))
+                  "from_env": len(found[":env:"]), "config_files": listed, "seen": seen,
+                  "modules": modules, "sys_path": sys.path,
+                  "user_site": site.getusersitepackages() if site.ENABLE_USER_SITE else None,
+                  "env": "%08x%08x" % (zlib.crc32(env), zlib.adler32(env))}))
 """
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -220,9 +229,10 @@ def _running(who: Reader, command: str, env: Mapping[str, str] | None) -> _Readi
     import time
 
     since = time.time_ns()
-    running = inscript.Running(who.python, _READ,
-                               [command, who.pip_path, pipsaved.env_checksum(env)],
-                               env=env, own_group=False)
+    # (the environment handed over as the checksum sees it: a C library may have set variables
+    # os.environ does not show, as GNU readline sets LINES and COLUMNS)
+    running = inscript.Running(who.python, _READ, [command, who.pip_path],
+                               env=dict(os.environ) if env is None else env, own_group=False)
     return _Reading(running, since)
 
 
@@ -245,11 +255,7 @@ def _answer(running: inscript.Running) -> Answer:
             isinstance(pair, list) and len(pair) == 2 for pair in pairs):
         raise Untranslatable("pip's configuration could not be read (no answer)")
     settings = tuple((str(name), str(value)) for name, value in pairs)
-    from_env, files = doc.get("from_env"), doc.get("files")
-    if not (type(from_env) is int and 0 <= from_env <= len(settings) and isinstance(files, list)
-            and all(isinstance(item, str) for item in files)):
-        return Answer(settings)  # (nothing to keep it by)
-    return Answer(settings, from_env, tuple(files), doc.get("same_env") is True)
+    return Answer(settings, pipsaved.provenance(doc, len(settings)))
 
 
 # not part of what pip finds, and may hold a password that is not in a URL (user:pw@proxy)

@@ -5,29 +5,40 @@ an ``install`` whose plan uv makes (env/pipconfig.py). Its answer depends on:
 
 - the files pip's loader considers, as pip itself lists them
   (``Configuration.iter_config_files``, run by the reader: global, user, site and
-  ``PIP_CONFIG_FILE``, present or not) and pip's own ``configuration.py`` (a pip upgrade);
-- a ``sitecustomize`` or ``usercustomize`` the reader's interpreter ran (its file);
-- the interpreter (its path, the link and what it points to: ``sys.prefix``'s ``pip.conf``),
-  the tool's pip folder for a target without pip, the command's section, the reader script;
-- the whole environment and the working folder (a relative ``PIP_CONFIG_FILE``).
+  ``PIP_CONFIG_FILE``, present or not), pip's own ``configuration.py`` (a pip upgrade), a
+  ``sitecustomize`` or ``usercustomize`` the reader's interpreter ran;
+- what that interpreter's start runs: every folder on its ``sys.path`` (a ``.pth`` or a
+  ``sitecustomize`` added or removed changes its folder), the ``.pth`` files in them, the
+  user site folder (present or not);
+- the interpreter (its path, the link and what it points to, the ``pyvenv.cfg`` that makes
+  its ``sys.prefix``: the site ``pip.conf``), the tool's pip folder for a target without pip,
+  the command's section, the reader script;
+- the whole environment, the home folder ``~`` means (``$HOME``, else the password database)
+  and the working folder (a relative ``PIP_CONFIG_FILE``).
 
-A kept answer is used only while all of these are as they were, checked by ``stat`` under the
-racy-git rule (ascendpatch/stamps.py): one is kept only when every file it was read from was
-settled before the reader started (:func:`save`'s ``since``), and never:
+A kept answer is used only while all of these are as they were, checked by ``stat``. It is
+kept only when:
 
-- when the environment changed under the reader (a ``.pth`` or ``sitecustomize`` that sets
-  ``PIP_*`` or ``HOME``: the reader checks the environment it runs in against the one it was
-  given, by checksum);
-- when a configuration "file" is not a regular file (a FIFO, a device);
-- when a setting from the environment cannot be told by its variable (below).
+- the reader stat'ed every configuration file before pip read them, and they are as it saw
+  them (a file removed, added or changed while or after pip read it is not kept over);
+- every file is a regular file (or missing, or ``os.devnull``, pip's "read no file") settled
+  before the reader started, by the racy-git rule (ascendpatch/stamps.py): the stat proves it
+  unchanged since;
+- the reader ran in the very environment it was given (it reports a checksum of its own: a
+  ``.pth`` that sets ``HOME`` or ``PIP_*`` means never kept);
+- no value from a file may be a credential (user-info or a query in a URL, a ``@`` anywhere,
+  ``TOKEN=...``): a pip.conf on a secret mount (a build secret, a Kubernetes secret) must not
+  leave its password in a cache that outlives it. (A token in a URL's path is kept: pip shows
+  it in "Looking in indexes" too);
+- each setting from a ``PIP_*`` variable can be told by the variable that holds its value: it
+  is kept as that variable's name, never its value (a CI token in ``PIP_INDEX_URL`` exists
+  nowhere on disk), and read from the environment again (the same environment: its checksum
+  is part of the key).
 
-A setting from a ``PIP_*`` variable may be a secret that exists nowhere on disk (a CI token in
-``PIP_INDEX_URL``): it is kept as the name of a variable that holds its value, never the
-value, and read from the environment again (the same environment: its checksum is part of the
-key). Settings from files are copied into a 0600 file in ascendpatch's own cache folder (one
-that fails cachedir's check is not used): they are on disk already, in files root can read.
-The environment and the paths are kept as zlib checksums only (as env/introcache.py names its
-files: what they guard against is a change, not an adversary; no hashlib on the way to uv).
+The kept file is 0600 in ascendpatch's own cache folder (one that fails cachedir's check is not
+used). The environment and the working folder are kept as zlib checksums only (as
+env/introcache.py names its files: what they guard against is a change, not an adversary; no
+hashlib on the way to uv); the checksum never reaches a command line (``ps``).
 """
 
 from __future__ import annotations
@@ -38,27 +49,34 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ascendpatch import cachedir, catalog
+from ascendpatch import cachedir, catalog, redact
 from ascendpatch.env.introcache import checksums
 
-FORMAT = 1
+FORMAT = 2
 Settings = tuple[tuple[str, str], ...]
+Stat = list[int]  # mtime_ns, ctime_ns, size, inode, device, mode
+
+
+class Provenance(NamedTuple):
+    """What the reader says its answer was read from (pipconfig._READ)."""
+
+    from_env: int  # how many of the settings (the last ones) came from PIP_* variables
+    config_files: tuple[str, ...]  # as pip's loader lists them, present or not
+    seen: tuple[Stat | None, ...]  # their stats, taken before pip read them
+    modules: tuple[str, ...]  # pip's configuration.py, the customize modules site ran
+    env: str  # a checksum of the environment the reader ran in (env_checksum)
+    sys_path: tuple[str, ...]
+    user_site: str | None
 
 
 class Answer(NamedTuple):
-    """What the reader said: the settings (lowest precedence first), how many of them (the
-    last) came from ``PIP_*`` variables, every file it was read from or would have been, and
-    whether the environment it ran in was the one it was given."""
-
-    settings: Settings
-    from_env: int = 0
-    files: tuple[str, ...] = ()
-    same_env: bool = False
+    settings: Settings  # lowest precedence first
+    provenance: Provenance | None = None  # None: nothing to keep it by
 
 
 def env_checksum(env: Mapping[str, str] | None = None) -> str:
     """A checksum of ``env`` (this process's environment when None) as its child sees it: the
-    reader computes the same of ``os.environb`` (pipconfig._READ)."""
+    reader computes the same of its ``os.environb`` (pipconfig._READ)."""
     if env is None:
         items = sorted(os.environb.items())
     else:
@@ -66,12 +84,39 @@ def env_checksum(env: Mapping[str, str] | None = None) -> str:
     return checksums(b"".join(k + b"=" + v + b"\0" for k, v in items))
 
 
-def _stat(path: str, follow: bool = True) -> list[int] | None:
+def _stat(path: str, follow: bool = True) -> Stat | None:
     try:
         st = os.stat(path) if follow else os.lstat(path)
-    except OSError:
+    except (OSError, ValueError):  # (ValueError: a NUL in a path a kept file names)
         return None
-    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode]
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, st.st_mode]
+
+
+def _strings(value: object) -> tuple[str, ...] | None:
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    return None
+
+
+def _stat_list(value: object) -> bool:
+    return value is None or (isinstance(value, list) and len(value) == 6
+                             and all(type(n) is int for n in value))
+
+
+def provenance(doc: Mapping[str, Any], count: int) -> Provenance | None:
+    """The reader's account of ``doc``, an answer of ``count`` settings; None when it gives
+    none that holds together (nothing is kept then)."""
+    from_env, seen = doc.get("from_env"), doc.get("seen")
+    files, modules, path = (_strings(doc.get(k)) for k in ("config_files", "modules",
+                                                          "sys_path"))
+    env, user_site = doc.get("env"), doc.get("user_site")
+    if (type(from_env) is not int or not 0 <= from_env <= count or files is None
+            or modules is None or path is None or not isinstance(env, str)
+            or not (user_site is None or isinstance(user_site, str))
+            or not isinstance(seen, list) or len(seen) != len(files)
+            or not all(_stat_list(st) for st in seen)):
+        return None
+    return Provenance(from_env, files, tuple(seen), modules, env, path, user_site)
 
 
 def cache_path(python: Path, pip_path: str, command: str) -> Path:
@@ -79,17 +124,70 @@ def cache_path(python: Path, pip_path: str, command: str) -> Path:
     return catalog.cache_dir() / "pipconfig" / f"{name}.json"
 
 
-def _fingerprint(python: Path, pip_path: str, command: str, script: str,
-                 env: Mapping[str, str] | None, files: Sequence[str]) -> list[Any]:
-    path = os.path.abspath(python)
+def _pth_files(folder: str) -> list[list[Any]]:
     try:
-        cwd = os.getcwd()
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
+    except (OSError, ValueError):
+        return []
+    return [[name, _stat(os.path.join(folder, name))] for name in names]
+
+
+def _fingerprint(python: Path, pip_path: str, command: str, script: str,
+                 env: Mapping[str, str] | None, where: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything an answer depends on, as it stands now; ``where``: the reader's paths
+    (config_files, modules, sys_path, user_site), as a kept file holds them."""
+    path = os.path.abspath(python)
+    bin_dir = os.path.dirname(path)
+    try:
+        cwd: str | None = checksums(os.getcwd())
     except OSError:  # a removed working folder: nothing relative can be told apart
         cwd = None
-    return [FORMAT, checksums(script), path, pip_path, command,
-            _stat(path, follow=False), _stat(path), env_checksum(env),
-            None if cwd is None else checksums(cwd),
-            [[name, _stat(name)] for name in files]]
+    user_site = where["user_site"]
+    return {
+        "format": FORMAT, "script": checksums(script), "python": path, "pip": pip_path,
+        "command": command, "interpreter": [_stat(path, follow=False), _stat(path)],
+        "pyvenv.cfg": [_stat(os.path.join(bin_dir, "pyvenv.cfg")),
+                       _stat(os.path.join(os.path.dirname(bin_dir), "pyvenv.cfg"))],
+        "env": env_checksum(env), "cwd": cwd, "home": os.path.expanduser("~"),
+        "config_files": [[name, _stat(name)] for name in where["config_files"]],
+        "modules": [[name, _stat(name)] for name in where["modules"]],
+        "sys_path": [[folder, _stat(folder), _pth_files(folder)]
+                     for folder in where["sys_path"]],
+        "user_site": [user_site, _stat(user_site) if isinstance(user_site, str) else None],
+    }
+
+
+def _all_stats(fingerprinted: Mapping[str, Any]) -> list[Stat]:
+    found = [*fingerprinted["interpreter"], *fingerprinted["pyvenv.cfg"],
+             *(st for _, st in fingerprinted["config_files"] if st is not None),
+             *(st for _, st in fingerprinted["modules"]),
+             *(st for _, st, _ in fingerprinted["sys_path"]),
+             *(st for _, _, pth in fingerprinted["sys_path"] for _, st in pth),
+             fingerprinted["user_site"][1]]
+    return [st for st in found if st is not None]
+
+
+def _settled(fingerprinted: Mapping[str, Any], seen: Sequence[Stat | None], since: int) -> bool:
+    """Whether the configuration files are as the reader saw them before pip read them, each
+    a regular file (or missing, or os.devnull), and every stat older than ``since`` by the
+    racy-git margin."""
+    from ascendpatch.stamps import racy
+
+    link, python = fingerprinted["interpreter"]
+    if fingerprinted["cwd"] is None or link is None or python is None:
+        return False
+    files = fingerprinted["config_files"]
+    if [st for _, st in files] != list(seen):
+        return False
+    if any(st is not None and name != os.devnull and not stat.S_ISREG(st[5])
+           for name, st in files):
+        return False  # a FIFO, a device, a folder: a stat proves nothing of what it gives
+    return not any(racy(st[0], st[1], since) for st in _all_stats(fingerprinted))
+
+
+def _may_be_a_credential(value: str) -> bool:
+    return ("@" in value or "?" in value or redact.text(value) != value
+            or redact.without_credentials(value) != value)
 
 
 def _variables(settings: Settings, environ: Mapping[str, str]) -> list[list[str]] | None:
@@ -105,38 +203,27 @@ def _variables(settings: Settings, environ: Mapping[str, str]) -> list[list[str]
     return found
 
 
-def _settled(fingerprinted: list[Any], since: int) -> bool:
-    """Whether the interpreter and every file are regular (or missing) and older than ``since``
-    by the racy-git margin."""
-    from ascendpatch.stamps import racy
-
-    *_, python_link, python, _env, cwd, files = fingerprinted
-    if cwd is None or python is None or python_link is None or not stat.S_ISREG(python[4]):
-        return False
-    stats = [python_link, python]
-    for name, st in files:
-        if st is None or name == os.devnull:
-            continue  # missing (a stat would show it made), or pip's "read no file"
-        if not stat.S_ISREG(st[4]):
-            return False  # a FIFO, a device, a folder: a stat proves nothing of what it gives
-        stats.append(st)
-    return not any(racy(st[0], st[1], since) for st in stats)
-
-
 def save(python: Path, pip_path: str, command: str, script: str, env: Mapping[str, str] | None,
          answer: Answer, since: int) -> None:
     """Keep ``answer``, read by a reader started at ``since`` (``time.time_ns``), for the next
     run, when it may be kept (the module's docstring); else remove what was kept before."""
-    fingerprinted = _fingerprint(python, pip_path, command, script, env, answer.files)
     where = cache_path(python, pip_path, command)
-    split = len(answer.settings) - answer.from_env
+    told = answer.provenance
+    if told is None or told.env != env_checksum(env):
+        cachedir.remove(where)
+        return
+    paths = {"config_files": told.config_files, "modules": told.modules,
+             "sys_path": told.sys_path, "user_site": told.user_site}
+    fingerprinted = _fingerprint(python, pip_path, command, script, env, paths)
+    split = len(answer.settings) - told.from_env
     variables = _variables(answer.settings[split:], os.environ if env is None else env)
-    if not (answer.same_env and variables is not None and _settled(fingerprinted, since)):
+    if (variables is None or not _settled(fingerprinted, told.seen, since)
+            or any(_may_be_a_credential(value) for _, value in answer.settings[:split])):
         cachedir.remove(where)
         return
     import json
 
-    doc = {"fingerprint": fingerprinted, "files": list(answer.files),
+    doc = {"fingerprint": fingerprinted, "where": paths,
            "settings": [list(pair) for pair in answer.settings[:split]],
            "from_env": variables}
     cachedir.write(where, json.dumps(doc, separators=(",", ":")).encode())
@@ -150,6 +237,18 @@ def _pairs(value: object) -> list[tuple[str, str]] | None:
     return pairs if len(pairs) == len(value) else None
 
 
+def _where(value: object) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    lists = [_strings(value.get(k)) for k in ("config_files", "modules", "sys_path")]
+    user_site = value.get("user_site")
+    if any(item is None for item in lists) or not (user_site is None
+                                                     or isinstance(user_site, str)):
+        return None
+    return {"config_files": lists[0], "modules": lists[1], "sys_path": lists[2],
+            "user_site": user_site}
+
+
 def load(python: Path, pip_path: str, command: str, script: str,
          env: Mapping[str, str] | None) -> Settings | None:
     """The kept settings, or None when there are none or anything they depend on changed."""
@@ -160,11 +259,11 @@ def load(python: Path, pip_path: str, command: str, script: str,
 
     try:
         doc = json.loads(raw)
-        files, pairs, variables = doc["files"], _pairs(doc["settings"]), _pairs(doc["from_env"])
-        if pairs is None or variables is None or not (
-                isinstance(files, list) and all(isinstance(f, str) for f in files)):
+        where, pairs, variables = _where(doc["where"]), _pairs(doc["settings"]), \
+            _pairs(doc["from_env"])
+        if where is None or pairs is None or variables is None:
             return None
-        now = _fingerprint(python, pip_path, command, script, env, files)
+        now = _fingerprint(python, pip_path, command, script, env, where)
         # (a JSON round trip turns the fingerprint's tuples into lists, as stored)
         if doc["fingerprint"] != json.loads(json.dumps(now)):
             return None
