@@ -238,3 +238,30 @@ def test_a_process_a_script_leaves_holding_its_output_is_not_waited_for(root: Pa
             break
         time.sleep(0.05)
     assert left.stdout == b"", "what the script left running was not stopped"
+
+
+def test_a_relative_set_env_path_is_refused(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was checked from the current folder and sourced from ``/`` (where bash runs): a
+    second uid's script at ``/tmp/...`` ran as root while root's own ``./tmp/...`` passed the
+    check (a helper's review)."""
+    mine = _script(root, "tmp/cann/set_env.sh", "export MINE=1\n")
+    monkeypatch.chdir(root)
+    with pytest.raises(InvalidInputError, match="relative path") as caught:
+        serve_env.build(_env(root), [str(mine.relative_to(root))], {})
+    assert "absolute path" in (caught.value.fix or "")
+
+
+def test_a_failing_scripts_last_words_are_masked(root: Path) -> None:
+    _script(root, TOOLKIT, 'echo "connecting with https://svc:$DB_PASSWORD@db.internal" >&2\n'
+                           "exit 1\n")
+    with pytest.raises(InvalidInputError, match="failed") as caught:
+        serve_env.build(_env(root, DB_PASSWORD="hunter2"), [], {})
+    assert "hunter2" not in str(caught.value) and "https://svc:***@db.internal" in str(
+        caught.value)
+
+
+def test_bash_that_cannot_start_is_said_as_such(root: Path) -> None:
+    _script(root, TOOLKIT, "export X=1\n")
+    with pytest.raises(InvalidInputError) as caught:
+        serve_env.build({**_env(root), "PATH": "/nonexistent"}, [], {})
+    assert "MiB" not in str(caught.value) and "bash" in str(caught.value)

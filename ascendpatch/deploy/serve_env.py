@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ascendpatch import redact
 from ascendpatch.env import inscript
 from ascendpatch.errors import InvalidInputError
 from ascendpatch.paths import foreign_owner, open_to_others
@@ -51,9 +52,15 @@ def standard_root(env: Mapping[str, str]) -> Path:
 
 
 def candidates(declared: Sequence[str], env: Mapping[str, str]) -> list[Path]:
-    """The manifest's ``launch.set_env`` paths when it names any (each must exist), else the
-    standard locations that exist under the root."""
+    """The manifest's ``launch.set_env`` paths when it names any (each absolute, and a file),
+    else the standard locations that exist under the root. (A relative path would be checked
+    from the current folder and sourced from ``/``, where bash runs: two different files.)"""
     if declared:
+        relative = [p for p in declared if not Path(p).is_absolute()]
+        if relative:
+            raise InvalidInputError(f"the manifest's launch.set_env names {relative[0]!r}, a "
+                                    "relative path", fix="name the script by its absolute path "
+                                    "(/usr/local/Ascend/ascend-toolkit/set_env.sh)")
         missing = [p for p in declared if not Path(p).is_file()]
         if missing:
             raise InvalidInputError(f"the manifest's launch.set_env names {missing[0]}, which is "
@@ -159,13 +166,14 @@ def source(scripts: Sequence[Path], env: Mapping[str, str]) -> dict[str, str]:
     except inscript.ScriptTimeout:
         raise InvalidInputError(f"sourcing {named} did not finish in {SOURCE_TIMEOUT:g} s "
                                 "(it and what it started were stopped)") from None
-    except inscript.ScriptError:
-        raise InvalidInputError(f"sourcing {named} printed more than "
-                                f"{inscript.ANSWER_LIMIT // (1024 * 1024)} MiB of environment",
-                                fix="run the script in a shell to see what it prints") from None
+    except inscript.ScriptError as exc:  # more than 4 MiB of it, or bash cannot start
+        raise InvalidInputError(f"sourcing {named} failed: {redact.text(str(exc))[:300]}",
+                                fix="run the script in a shell to see what it does") from None
     if code != 0:
+        # (the script's last words may quote what it was given: a password in a URL, ...)
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise InvalidInputError(f"sourcing {named} failed (exit {code}: {tail[0][:200]})",
+        raise InvalidInputError(f"sourcing {named} failed (exit {code}: "
+                                f"{redact.text(tail[0])[:200]})",
                                 fix="run the script in a shell to see the error")
     return _parse(out)
 
