@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,6 +92,10 @@ def test_a_pidfile_naming_a_running_server_refuses_a_second_start(target: list[s
     fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "vllm",
                              "serve"], stdin=subprocess.DEVNULL)  # its argv says vllm serve
     try:
+        for _ in range(200):  # (until the child has exec'd: before, /proc shows our argv)
+            if b"vllm" in Path(f"/proc/{fake.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.025)
         pidfile.write_text(f"{fake.pid}\n")
         assert serve_start.running_pid(pidfile) == fake.pid
         assert serve_start.running_pid(tmp_path / "link.pid") is None  # a link is not read
