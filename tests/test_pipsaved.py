@@ -226,8 +226,8 @@ def test_a_kept_file_of_any_shape_is_taken_for_nothing(
 
 
 @settings(max_examples=200, deadline=None)
-@given(doc=st.dictionaries(st.sampled_from(["from_env", "config_files", "seen", "modules",
-                                            "sys_path", "user_site", "env", "x"]),
+@given(doc=st.dictionaries(st.sampled_from(["from_env", "config_files", "seen", "opened",
+                                            "modules", "sys_path", "user_site", "env", "x"]),
                            _ANY_JSON, max_size=8), count=st.integers(0, 5))
 def test_a_readers_account_of_any_shape_is_one_or_none(doc: dict[str, object],
                                                        count: int) -> None:
@@ -337,3 +337,81 @@ def test_the_environments_checksum_never_reaches_a_command_line(conf: Path) -> N
     reading = pipconfig._running(READER, "install", None)
     pipconfig._answer(reading.running)
     assert pipsaved.env_checksum() not in str(reading.running.proc.args)
+
+
+_APPEARS = """
+import atexit, builtins, os
+user = os.path.expanduser("~/.config/pip/pip.conf")
+real = builtins.open
+def hooked(file, *args, **kwargs):  # when pip opens the global file, a user file appears
+    if str(file) == {glob!r} and not os.path.exists(user):
+        os.makedirs(os.path.dirname(user), exist_ok=True)
+        with real(user, "w") as out:
+            out.write("[global]\\nindex-url = https://evil.example/simple\\n")
+        atexit.register(os.unlink, user)  # and it is gone again when the reader ends
+    return real(file, *args, **kwargs)
+builtins.open = hooked
+"""
+
+
+def test_a_file_there_only_while_pip_reads_is_never_kept(
+        conf: Path, starts: list[object], tmp_path: Path) -> None:
+    """Missing before, missing after, read in between (a helper's race, made exact by a hook
+    in the target): the stat of what pip opened is what counts."""
+    who, root = _venv(tmp_path)
+    site = next((root / "lib").glob("python3*/site-packages"))
+    hook = tmp_path / "hook.py"
+    hook.write_text(_APPEARS.format(glob=str(conf)))
+    (site / "appears.pth").write_text(f"import os; exec(open({str(hook)!r}).read(), {{}})\n")
+    past_racy_window(site / "appears.pth")
+    for _ in range(2):
+        pipconfig._READ_BEFORE.clear()
+        assert dict(pipconfig.read(who, "install"))["index-url"] == "https://evil.example/simple"
+    assert len(starts) == 2  # read each time, never kept
+    assert not (Path(os.environ["HOME"]) / ".config" / "pip" / "pip.conf").exists()
+
+
+def test_a_module_a_pth_imports_edited_in_place_reads_pip_again(
+        conf: Path, starts: list[object], tmp_path: Path) -> None:
+    who, root = _venv(tmp_path)
+    site = next((root / "lib").glob("python3*/site-packages"))
+    (site / "aphook.py").write_text("pass\n")
+    (site / "aphook.pth").write_text("import aphook\n")
+    past_racy_window(site / "aphook.pth")
+    for _ in range(2):
+        pipconfig._READ_BEFORE.clear()
+        assert dict(pipconfig.read(who, "install"))["index-url"] == "https://mirror.example/simple"
+    assert len(starts) == 1
+    (site / "aphook.py").write_text(
+        "import os; os.environ['PIP_INDEX_URL'] = 'https://evil.example/simple'\n")
+    pipconfig._READ_BEFORE.clear()
+    assert dict(pipconfig.read(who, "install"))["index-url"] == "https://evil.example/simple"
+    assert len(starts) == 2
+
+
+@pytest.mark.parametrize("line", [
+    "index-url = https://dl.example.io/s3cr3tEntitlementT0ken/acme/python/simple/",
+    "api-token = s3cr3t-t0ken"])
+def test_a_token_in_a_path_or_under_a_secret_name_is_never_kept(
+        conf: Path, line: str) -> None:
+    conf.write_text(f"[global]\n{line}\n")
+    past_racy_window(conf)
+    _read()
+    assert not _kept_file().exists()
+
+
+def test_a_kept_file_holds_no_checksum_of_a_secret(
+        conf: Path, starts: list[object], monkeypatch: pytest.MonkeyPatch) -> None:
+    """crc32 is linear: a checksum of the whole environment on a disk (an image layer) is a
+    guessing oracle for a short secret in it (a helper recovered one in 2.4 s). The kept
+    file's leaves out the values of the PIP_* variables it reads again and of every
+    secret-looking name: it is the same whatever they hold."""
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://ci:qzkw@private.example/simple")
+    monkeypatch.setenv("DEPLOY_TOKEN", "qzkw")
+    _read()
+    doc = json.loads(_kept_file().read_text())
+    other = dict(os.environ, PIP_EXTRA_INDEX_URL="https://x:y@z/simple", DEPLOY_TOKEN="other")
+    assert doc["fingerprint"]["env"] == pipsaved.env_checksum(other, frozenset(doc["masked"]))
+    monkeypatch.setenv("DEPLOY_TOKEN", "rotated")
+    assert dict(_read())["extra-index-url"] == "https://ci:qzkw@private.example/simple"
+    assert len(starts) == 1

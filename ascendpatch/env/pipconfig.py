@@ -33,20 +33,37 @@ if TYPE_CHECKING:
     from ascendpatch.env.target import Target
 
 _READ = """
-import json, os, site, sys, zlib
+import sys
+# for env/pipsaved.py: every module the interpreter's start ran (site, .pth imports, a
+# sitecustomize), taken before this script imports anything of its own
+started = [m.__file__ for m in list(sys.modules.values())
+           if isinstance(getattr(m, "__file__", None), str)]
+import configparser, json, os, site, zlib
 if sys.argv[2]:  # a target without pip: this tool's pip, run by the target as `pip --python` is
     sys.path.append(sys.argv[2])
 from pip._internal import configuration
 config = configuration.Configuration(isolated=False)
-def stat_of(path):  # as env/pipsaved.py's _stat
+def stat_of(st):  # as env/pipsaved.py's _stat
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, st.st_mode]
+def stat_path(path):
     try:
-        st = os.stat(path)
+        return stat_of(os.stat(path))
     except (OSError, ValueError):
         return None
-    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, st.st_mode]
-# for env/pipsaved.py: pip's own list of its files, and their stats before pip reads them
+# pip's own list of its files, their stats before pip reads them, and the stat of each file
+# pip opened (configparser's _read gets the open file: what was read, not what a path names)
 listed = [f for _, names in config.iter_config_files() for f in names]
-seen = [stat_of(f) for f in listed]
+seen = [stat_path(f) for f in listed]
+opened = {}
+real_read = getattr(configparser.RawConfigParser, "_read", None)
+if real_read is not None:
+    def watched_read(self, fp, fpname):
+        try:
+            opened[str(fpname)] = stat_of(os.fstat(fp.fileno()))
+        except Exception:
+            opened[str(fpname)] = "unknown"
+        return real_read(self, fp, fpname)
+    configparser.RawConfigParser._read = watched_read
 config.load()
 order = ["global", sys.argv[1], ":env:"]
 found = {name: [] for name in order}
@@ -60,11 +77,13 @@ for key, value in flat(config.items()):
     section, _, name = key.partition(".")
     if section in found:
         found[section].append((name, value))
-modules = [m.__file__ for m in (configuration, sys.modules.get("sitecustomize"),
-                                sys.modules.get("usercustomize")) if getattr(m, "__file__", None)]
+modules = started + [m.__file__ for m in (configuration, sys.modules.get("sitecustomize"),
+                                          sys.modules.get("usercustomize"))
+                     if isinstance(getattr(m, "__file__", None), str)]
 env = b"".join(k + b"=" + v + b"\\0" for k, v in sorted(os.environb.items()))
 print(json.dumps({"settings": [[n, v] for section in order for n, v in found[section]],
                   "from_env": len(found[":env:"]), "config_files": listed, "seen": seen,
+                  "opened": [opened.get(f) for f in listed] if real_read else None,
                   "modules": modules, "sys_path": sys.path,
                   "user_site": site.getusersitepackages() if site.ENABLE_USER_SITE else None,
                   "env": "%08x%08x" % (zlib.crc32(env), zlib.adler32(env))}))

@@ -8,8 +8,9 @@ an ``install`` whose plan uv makes (env/pipconfig.py). Its answer depends on:
   ``PIP_CONFIG_FILE``, present or not), pip's own ``configuration.py`` (a pip upgrade), a
   ``sitecustomize`` or ``usercustomize`` the reader's interpreter ran;
 - what that interpreter's start runs: every folder on its ``sys.path`` (a ``.pth`` or a
-  ``sitecustomize`` added or removed changes its folder), the ``.pth`` files in them, the
-  user site folder (present or not);
+  ``sitecustomize`` added or removed changes its folder), the ``.pth`` files in them, every
+  module the start imported (a module a ``.pth`` imports, edited in place), the user site
+  folder (present or not), the interpreter's own folder (a ``python._pth``);
 - the interpreter (its path, the link and what it points to, the ``pyvenv.cfg`` that makes
   its ``sys.prefix``: the site ``pip.conf``), the tool's pip folder for a target without pip,
   the command's section, the reader script;
@@ -19,33 +20,38 @@ an ``install`` whose plan uv makes (env/pipconfig.py). Its answer depends on:
 A kept answer is used only while all of these are as they were, checked by ``stat``. It is
 kept only when:
 
-- the reader stat'ed every configuration file before pip read them, and they are as it saw
-  them (a file removed, added or changed while or after pip read it is not kept over);
+- the reader stat'ed every configuration file before pip read them, they are as it saw them,
+  and each file pip opened (the reader watches configparser's reading of the open file) is
+  the one it stat'ed: a file removed, added or changed while or after pip read it, one there
+  only while pip read it, a link switched to another file and back, is not kept over;
 - every file is a regular file (or missing, or ``os.devnull``, pip's "read no file") settled
   before the reader started, by the racy-git rule (ascendpatch/stamps.py): the stat proves it
   unchanged since;
 - the reader ran in the very environment it was given (it reports a checksum of its own: a
   ``.pth`` that sets ``HOME`` or ``PIP_*`` means never kept);
-- no value from a file may be a credential (user-info or a query in a URL, a ``@`` anywhere,
-  ``TOKEN=...``): a pip.conf on a secret mount (a build secret, a Kubernetes secret) must not
-  leave its password in a cache that outlives it. (A token in a URL's path is kept: pip shows
-  it in "Looking in indexes" too);
-- each setting from a ``PIP_*`` variable can be told by the variable that holds its value: it
-  is kept as that variable's name, never its value (a CI token in ``PIP_INDEX_URL`` exists
-  nowhere on disk), and read from the environment again (the same environment: its checksum
-  is part of the key).
+- no setting from a file may be a credential (a secret-looking name, user-info or a query in
+  a URL, a ``@`` anywhere, ``TOKEN=...``, a long mixed letters-and-digits segment in a URL's
+  path, as entitlement tokens are): a pip.conf on a secret mount (a build secret, a
+  Kubernetes secret) must not leave its password in a cache that outlives it;
+- each setting from a ``PIP_*`` variable can be told by the variable it came from (named for
+  it, holding its value): it is kept as that variable's name, never its value (a CI token in
+  ``PIP_INDEX_URL`` exists nowhere on disk), and read from the environment again.
 
 The kept file is 0600 in ascendpatch's own cache folder (one that fails cachedir's check is not
 used). The environment and the working folder are kept as zlib checksums only (as
 env/introcache.py names its files: what they guard against is a change, not an adversary; no
-hashlib on the way to uv); the checksum never reaches a command line (``ps``).
+hashlib on the way to uv). crc32 is linear, so a checksum of a secret is a guessing oracle:
+the kept one leaves out the values of the ``PIP_*`` variables the answer reads again and of
+every secret-looking name, and the reader's full one travels on its private standard output,
+never a command line (``ps``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -63,6 +69,7 @@ class Provenance(NamedTuple):
     from_env: int  # how many of the settings (the last ones) came from PIP_* variables
     config_files: tuple[str, ...]  # as pip's loader lists them, present or not
     seen: tuple[Stat | None, ...]  # their stats, taken before pip read them
+    opened: tuple[Stat | None, ...]  # the stat of the open file pip read, per file (or None)
     modules: tuple[str, ...]  # pip's configuration.py, the customize modules site ran
     env: str  # a checksum of the environment the reader ran in (env_checksum)
     sys_path: tuple[str, ...]
@@ -74,14 +81,28 @@ class Answer(NamedTuple):
     provenance: Provenance | None = None  # None: nothing to keep it by
 
 
-def env_checksum(env: Mapping[str, str] | None = None) -> str:
+def env_checksum(env: Mapping[str, str] | None = None, masked: frozenset[str] = frozenset()) \
+        -> str:
     """A checksum of ``env`` (this process's environment when None) as its child sees it: the
-    reader computes the same of its ``os.environb`` (pipconfig._READ)."""
+    reader computes the same of its ``os.environb`` (pipconfig._READ). ``masked``: names
+    whose values are left out (a kept file's: see :func:`_masked`)."""
     if env is None:
         items = sorted(os.environb.items())
     else:
         items = sorted((os.fsencode(k), os.fsencode(v)) for k, v in env.items())
-    return checksums(b"".join(k + b"=" + v + b"\0" for k, v in items))
+    hidden = {os.fsencode(name) for name in masked}
+    return checksums(b"".join(k + b"=" + (b"\0masked" if k in hidden else v) + b"\0"
+                              for k, v in items))
+
+
+def _masked(variables: list[list[str]], environ: Mapping[str, str]) -> frozenset[str]:
+    """The variables whose values a kept file's checksum leaves out: crc32 is linear, and the
+    file is on a disk (an image layer), so a checksum of a secret is a guessing oracle. Left
+    out: the ``PIP_*`` variables the answer reads again (their values are settings, taken
+    from the environment each run; not ``PIP_CONFIG_FILE``, which decides the files) and
+    every secret-looking name (no pip setting reads one)."""
+    return frozenset({variable for _, variable in variables if variable != "PIP_CONFIG_FILE"}
+                     | {name for name in environ if redact.is_secret(name)})
 
 
 def _stat(path: str, follow: bool = True) -> Stat | None:
@@ -106,17 +127,19 @@ def _stat_list(value: object) -> bool:
 def provenance(doc: Mapping[str, Any], count: int) -> Provenance | None:
     """The reader's account of ``doc``, an answer of ``count`` settings; None when it gives
     none that holds together (nothing is kept then)."""
-    from_env, seen = doc.get("from_env"), doc.get("seen")
+    from_env, seen, opened = doc.get("from_env"), doc.get("seen"), doc.get("opened")
     files, modules, path = (_strings(doc.get(k)) for k in ("config_files", "modules",
                                                           "sys_path"))
     env, user_site = doc.get("env"), doc.get("user_site")
     if (type(from_env) is not int or not 0 <= from_env <= count or files is None
             or modules is None or path is None or not isinstance(env, str)
             or not (user_site is None or isinstance(user_site, str))
-            or not isinstance(seen, list) or len(seen) != len(files)
-            or not all(_stat_list(st) for st in seen)):
-        return None
-    return Provenance(from_env, files, tuple(seen), modules, env, path, user_site)
+            or not all(isinstance(stats, list) and len(stats) == len(files)
+                       and all(_stat_list(st) for st in stats) for stats in (seen, opened))):
+        return None  # (opened: None where configparser could not be watched)
+    assert isinstance(seen, list) and isinstance(opened, list)
+    return Provenance(from_env, files, tuple(seen), tuple(opened), modules, env, path,
+                      user_site)
 
 
 def cache_path(python: Path, pip_path: str, command: str) -> Path:
@@ -133,9 +156,11 @@ def _pth_files(folder: str) -> list[list[Any]]:
 
 
 def _fingerprint(python: Path, pip_path: str, command: str, script: str,
-                 env: Mapping[str, str] | None, where: Mapping[str, Any]) -> dict[str, Any]:
+                 env: Mapping[str, str] | None, where: Mapping[str, Any],
+                 masked: frozenset[str]) -> dict[str, Any]:
     """Everything an answer depends on, as it stands now; ``where``: the reader's paths
-    (config_files, modules, sys_path, user_site), as a kept file holds them."""
+    (config_files, modules, sys_path, user_site), as a kept file holds them; ``masked``: the
+    variables whose values the environment's checksum leaves out."""
     path = os.path.abspath(python)
     bin_dir = os.path.dirname(path)
     try:
@@ -146,9 +171,10 @@ def _fingerprint(python: Path, pip_path: str, command: str, script: str,
     return {
         "format": FORMAT, "script": checksums(script), "python": path, "pip": pip_path,
         "command": command, "interpreter": [_stat(path, follow=False), _stat(path)],
+        "bin": _stat(bin_dir),
         "pyvenv.cfg": [_stat(os.path.join(bin_dir, "pyvenv.cfg")),
                        _stat(os.path.join(os.path.dirname(bin_dir), "pyvenv.cfg"))],
-        "env": env_checksum(env), "cwd": cwd, "home": os.path.expanduser("~"),
+        "env": env_checksum(env, masked), "cwd": cwd, "home": os.path.expanduser("~"),
         "config_files": [[name, _stat(name)] for name in where["config_files"]],
         "modules": [[name, _stat(name)] for name in where["modules"]],
         "sys_path": [[folder, _stat(folder), _pth_files(folder)]
@@ -158,7 +184,7 @@ def _fingerprint(python: Path, pip_path: str, command: str, script: str,
 
 
 def _all_stats(fingerprinted: Mapping[str, Any]) -> list[Stat]:
-    found = [*fingerprinted["interpreter"], *fingerprinted["pyvenv.cfg"],
+    found = [*fingerprinted["interpreter"], *fingerprinted["pyvenv.cfg"], fingerprinted["bin"],
              *(st for _, st in fingerprinted["config_files"] if st is not None),
              *(st for _, st in fingerprinted["modules"]),
              *(st for _, st, _ in fingerprinted["sys_path"]),
@@ -167,17 +193,20 @@ def _all_stats(fingerprinted: Mapping[str, Any]) -> list[Stat]:
     return [st for st in found if st is not None]
 
 
-def _settled(fingerprinted: Mapping[str, Any], seen: Sequence[Stat | None], since: int) -> bool:
-    """Whether the configuration files are as the reader saw them before pip read them, each
-    a regular file (or missing, or os.devnull), and every stat older than ``since`` by the
-    racy-git margin."""
+def _settled(fingerprinted: Mapping[str, Any], told: Provenance, since: int) -> bool:
+    """Whether the configuration files are as the reader saw them before pip read them and
+    each file pip read is the one so seen (a file there only while pip read it, or a link
+    switched to another and back, is not), each a regular file (or missing, or os.devnull),
+    and every stat older than ``since`` by the racy-git margin."""
     from ascendpatch.stamps import racy
 
     link, python = fingerprinted["interpreter"]
     if fingerprinted["cwd"] is None or link is None or python is None:
         return False
     files = fingerprinted["config_files"]
-    if [st for _, st in files] != list(seen):
+    if [st for _, st in files] != list(told.seen) or any(
+            read is not None and read != before
+            for read, before in zip(told.opened, told.seen, strict=True)):
         return False
     if any(st is not None and name != os.devnull and not stat.S_ISREG(st[5])
            for name, st in files):
@@ -185,18 +214,30 @@ def _settled(fingerprinted: Mapping[str, Any], seen: Sequence[Stat | None], sinc
     return not any(racy(st[0], st[1], since) for st in _all_stats(fingerprinted))
 
 
-def _may_be_a_credential(value: str) -> bool:
-    return ("@" in value or "?" in value or redact.text(value) != value
-            or redact.without_credentials(value) != value)
+# a URL path segment that may be a token (an entitlement or a deploy token in the path): long,
+# letters and digits mixed
+_TOKEN_LIKE = re.compile(r"(?=[^/]*[0-9])(?=[^/]*[A-Za-z])[A-Za-z0-9_-]{16,}")
+
+
+def _may_be_a_credential(name: str, value: str) -> bool:
+    """Whether a setting from a file might be a secret: a secret-looking name, anything like
+    user-info, a query or an assignment, or a token-like segment in a URL's path."""
+    if (redact.is_secret(name) or "@" in value or "?" in value or redact.text(value) != value
+            or redact.without_credentials(value) != value):
+        return True
+    return any(_TOKEN_LIKE.fullmatch(segment) for word in value.split() if "://" in word
+               for segment in word.split("://", 1)[1].split("/")[1:])
 
 
 def _variables(settings: Settings, environ: Mapping[str, str]) -> list[list[str]] | None:
-    """For each setting from the environment, its name and a ``PIP_*`` variable that holds its
-    value (pip takes a variable's value as it is); None when one has none."""
+    """For each setting from the environment, its name and the ``PIP_*`` variable it came from:
+    named for it (``PIP_INDEX_URL`` for ``index-url``, as pip names them: case and ``_`` aside)
+    and holding its value (pip takes a variable's value as it is); None when one has none."""
     found: list[list[str]] = []
     for name, value in settings:
         variable = next((k for k in sorted(environ) if k.startswith("PIP_")
-                         and environ[k] == value), None)
+                         and k[4:].lower().replace("_", "-") == name and environ[k] == value),
+                        None)
         if variable is None:
             return None
         found.append([name, variable])
@@ -214,16 +255,18 @@ def save(python: Path, pip_path: str, command: str, script: str, env: Mapping[st
         return
     paths = {"config_files": told.config_files, "modules": told.modules,
              "sys_path": told.sys_path, "user_site": told.user_site}
-    fingerprinted = _fingerprint(python, pip_path, command, script, env, paths)
+    environ = os.environ if env is None else env
     split = len(answer.settings) - told.from_env
-    variables = _variables(answer.settings[split:], os.environ if env is None else env)
-    if (variables is None or not _settled(fingerprinted, told.seen, since)
-            or any(_may_be_a_credential(value) for _, value in answer.settings[:split])):
+    variables = _variables(answer.settings[split:], environ)
+    masked = _masked(variables or [], environ)
+    fingerprinted = _fingerprint(python, pip_path, command, script, env, paths, masked)
+    if (variables is None or not _settled(fingerprinted, told, since)
+            or any(_may_be_a_credential(name, value) for name, value in answer.settings[:split])):
         cachedir.remove(where)
         return
     import json
 
-    doc = {"fingerprint": fingerprinted, "where": paths,
+    doc = {"fingerprint": fingerprinted, "where": paths, "masked": sorted(masked),
            "settings": [list(pair) for pair in answer.settings[:split]],
            "from_env": variables}
     cachedir.write(where, json.dumps(doc, separators=(",", ":")).encode())
@@ -261,9 +304,10 @@ def load(python: Path, pip_path: str, command: str, script: str,
         doc = json.loads(raw)
         where, pairs, variables = _where(doc["where"]), _pairs(doc["settings"]), \
             _pairs(doc["from_env"])
-        if where is None or pairs is None or variables is None:
+        masked = _strings(doc["masked"])
+        if where is None or pairs is None or variables is None or masked is None:
             return None
-        now = _fingerprint(python, pip_path, command, script, env, where)
+        now = _fingerprint(python, pip_path, command, script, env, where, frozenset(masked))
         # (a JSON round trip turns the fingerprint's tuples into lists, as stored)
         if doc["fingerprint"] != json.loads(json.dumps(now)):
             return None
