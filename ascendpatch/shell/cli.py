@@ -14,7 +14,7 @@ import contextlib
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from ascendpatch import __version__
@@ -220,25 +220,30 @@ def _leave(code: int) -> NoReturn:
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if run_exit_handlers is None or _threads_running() or _inspect_after():
         raise SystemExit(code)
-    try:
-        flushed = _flushed()
-    except KeyboardInterrupt:  # a reader that stopped reading (Ctrl-S), then Ctrl-C
-        run_exit_handlers()
-        os._exit(EXIT_INTERRUPTED)  # (what could not be written is dropped: no second wait)
-    if not flushed:  # (the interpreter words a failing flush, as it always has)
-        raise SystemExit(code)
+    _flush_or_fall_back(code, before_interrupt=run_exit_handlers)
     run_exit_handlers()
     _end(code)
 
 
 def _end(code: int) -> NoReturn:  # pragma: no cover - after coverage's own handler has saved
+    # (what a handler printed: the handlers have run, and do not run again)
+    _flush_or_fall_back(code)
+    os._exit(code)
+
+
+def _flush_or_fall_back(code: int, before_interrupt: Callable[[], object] = lambda: None) \
+        -> None:
+    """Flush both standard streams. A flush that fails leaves the ending to the interpreter,
+    which words it as it always has (status 120); a Ctrl-C while a flush waits on a reader
+    that stopped reading (Ctrl-S) ends the run at once, 130, after ``before_interrupt``: what
+    could not be written is dropped, with no second wait."""
     try:
         flushed = _flushed()
     except KeyboardInterrupt:
+        before_interrupt()
         os._exit(EXIT_INTERRUPTED)
-    if not flushed:  # what a handler printed cannot be: the interpreter's ending (status
-        raise SystemExit(code)  # 120) says so; the handlers have run, and do not run again
-    os._exit(code)
+    if not flushed:
+        raise SystemExit(code)
 
 
 def _flushed() -> bool:
