@@ -229,18 +229,27 @@ class Running:
     the caller's group (``timeout``, a terminal's hangup) ends it too."""
 
     def __init__(self, python: Path, script: str, args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None, *, own_group: bool = True,
-                 argv: Sequence[str] | None = None, cwd: str | None = None) -> None:
-        """``argv``: another program than ``python`` running ``script`` (:func:`run_bounded`),
-        named by ``python`` in what it says."""
+                 env: Mapping[str, str] | None = None, *, own_group: bool = True) -> None:
+        self._start(python, code_argv(python, script, args), env, own_group)
+
+    @classmethod
+    def program(cls, argv: Sequence[str], env: Mapping[str, str] | None = None,
+                cwd: str | None = None) -> Running:
+        """Any program (``argv``, named by its first word in what is said), started and read
+        as a script is, in a process group of its own."""
+        running = cls.__new__(cls)
+        running._start(Path(argv[0]), list(argv), env, True, cwd)
+        return running
+
+    def _start(self, python: Path, argv: list[str], env: Mapping[str, str] | None,
+               own_group: bool, cwd: str | None = None) -> None:
         import subprocess  # (here: a repeat audit answers from caches and starts nothing)
 
         self.python = python
         self.own_group = own_group
         try:
             self.proc = subprocess.Popen(
-                code_argv(python, script, args) if argv is None else list(argv),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                 start_new_session=own_group, env=dict(env) if env is not None else None,
                 cwd=cwd)
         except FileNotFoundError:
@@ -341,7 +350,7 @@ def run_bounded(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] |
     its output in :func:`_collect`'s bounds): its standard output, the end of its standard
     error, its exit code. ScriptTimeout or ScriptError (more than ANSWER_LIMIT of output) once
     its whole group is killed."""
-    running = Running(Path(argv[0]), "", env=env, argv=argv, cwd=cwd)
+    running = Running.program(argv, env, cwd)
     out, err = running.output(timeout)
     return out, err, running.proc.returncode
 
