@@ -235,7 +235,7 @@ def test_a_readers_account_of_any_shape_is_one_or_none(doc: dict[str, object],
     shape gives a Provenance whose every part is typed, or None (nothing kept)."""
     told = pipsaved.provenance(doc, count)
     assert told is None or (0 <= told.from_env <= count and len(told.seen) ==
-                            len(told.config_files) and isinstance(told.env, str))
+                            len(told.where.config_files) and isinstance(told.env, str))
 
 
 @pytest.mark.parametrize("raw", [b"[" * 100_000, b"\xff\xfe", b"", b"{" + b" " * 100])

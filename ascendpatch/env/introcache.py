@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +61,14 @@ def _stat(path: str, follow: bool = True) -> list[int] | None:
     return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
 
 
-def _pth_files(folder: str) -> list[Any]:
+def pth_files(folder: str, stat_of: Callable[[str], Any] | None = None) -> list[Any]:
+    """The ``.pth`` files of ``folder`` (run by site at every start), each with its stat
+    (``stat_of``; this module's own by default), sorted by name."""
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
-    except OSError:
+    except (OSError, ValueError):  # (ValueError: a NUL in a path a cache file names)
         return []
-    return [[name, _stat(os.path.join(folder, name))] for name in names]
+    return [[name, (stat_of or _stat)(os.path.join(folder, name))] for name in names]
 
 
 def _stats(fingerprinted: list[Any]) -> list[list[int]]:
@@ -99,7 +102,7 @@ def fingerprint(python: Path, script: str, info: dict[str, Any]) -> list[Any]:
         [os.environ.get(name) for name in _ENV],
         [uname.release, uname.version, uname.machine],
         [[folder, _stat(folder)] for folder in folders],
-        [[folder, _pth_files(folder)] for folder in info.get("site_packages", [])],
+        [[folder, pth_files(folder)] for folder in info.get("site_packages", [])],
         [user_site, _stat(user_site) if isinstance(user_site, str) else None],
     ]
 

@@ -56,24 +56,30 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ascendpatch import cachedir, catalog, redact
-from ascendpatch.env.introcache import checksums
+from ascendpatch.env.introcache import checksums, pth_files
 
 FORMAT = 2
 Settings = tuple[tuple[str, str], ...]
 Stat = list[int]  # mtime_ns, ctime_ns, size, inode, device, mode
 
 
+class Where(NamedTuple):
+    """The paths an answer was read from, as the reader names them (a kept file holds them)."""
+
+    config_files: tuple[str, ...]  # as pip's loader lists them, present or not
+    modules: tuple[str, ...]  # what the start imported, pip's configuration.py, customize
+    sys_path: tuple[str, ...]
+    user_site: str | None
+
+
 class Provenance(NamedTuple):
     """What the reader says its answer was read from (pipconfig._READ)."""
 
     from_env: int  # how many of the settings (the last ones) came from PIP_* variables
-    config_files: tuple[str, ...]  # as pip's loader lists them, present or not
-    seen: tuple[Stat | None, ...]  # their stats, taken before pip read them
+    where: Where
+    seen: tuple[Stat | None, ...]  # the config files' stats, taken before pip read them
     opened: tuple[Stat | None, ...]  # the stat of the open file pip read, per file (or None)
-    modules: tuple[str, ...]  # pip's configuration.py, the customize modules site ran
     env: str  # a checksum of the environment the reader ran in (env_checksum)
-    sys_path: tuple[str, ...]
-    user_site: str | None
 
 
 class Answer(NamedTuple):
@@ -124,22 +130,31 @@ def _stat_list(value: object) -> bool:
                              and all(type(n) is int for n in value))
 
 
+def _where(value: object) -> Where | None:
+    """The paths of a reader's answer or a kept file; None for any other shape."""
+    if not isinstance(value, Mapping):
+        return None
+    files, modules, path = (_strings(value.get(k)) for k in ("config_files", "modules",
+                                                             "sys_path"))
+    user_site = value.get("user_site")
+    if files is None or modules is None or path is None or not (
+            user_site is None or isinstance(user_site, str)):
+        return None
+    return Where(files, modules, path, user_site)
+
+
 def provenance(doc: Mapping[str, Any], count: int) -> Provenance | None:
     """The reader's account of ``doc``, an answer of ``count`` settings; None when it gives
     none that holds together (nothing is kept then)."""
-    from_env, seen, opened = doc.get("from_env"), doc.get("seen"), doc.get("opened")
-    files, modules, path = (_strings(doc.get(k)) for k in ("config_files", "modules",
-                                                          "sys_path"))
-    env, user_site = doc.get("env"), doc.get("user_site")
-    if (type(from_env) is not int or not 0 <= from_env <= count or files is None
-            or modules is None or path is None or not isinstance(env, str)
-            or not (user_site is None or isinstance(user_site, str))
-            or not all(isinstance(stats, list) and len(stats) == len(files)
+    from_env, seen, opened, env = (doc.get(k) for k in ("from_env", "seen", "opened", "env"))
+    where = _where(doc)
+    if (where is None or type(from_env) is not int or not 0 <= from_env <= count
+            or not isinstance(env, str)
+            or not all(isinstance(stats, list) and len(stats) == len(where.config_files)
                        and all(_stat_list(st) for st in stats) for stats in (seen, opened))):
         return None  # (opened: None where configparser could not be watched)
     assert isinstance(seen, list) and isinstance(opened, list)
-    return Provenance(from_env, files, tuple(seen), tuple(opened), modules, env, path,
-                      user_site)
+    return Provenance(from_env, where, tuple(seen), tuple(opened), env)
 
 
 def cache_path(python: Path, pip_path: str, command: str) -> Path:
@@ -147,27 +162,18 @@ def cache_path(python: Path, pip_path: str, command: str) -> Path:
     return catalog.cache_dir() / "pipconfig" / f"{name}.json"
 
 
-def _pth_files(folder: str) -> list[list[Any]]:
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
-    except (OSError, ValueError):
-        return []
-    return [[name, _stat(os.path.join(folder, name))] for name in names]
-
-
 def _fingerprint(python: Path, pip_path: str, command: str, script: str,
-                 env: Mapping[str, str] | None, where: Mapping[str, Any],
+                 env: Mapping[str, str] | None, where: Where,
                  masked: frozenset[str]) -> dict[str, Any]:
-    """Everything an answer depends on, as it stands now; ``where``: the reader's paths
-    (config_files, modules, sys_path, user_site), as a kept file holds them; ``masked``: the
-    variables whose values the environment's checksum leaves out."""
+    """Everything an answer depends on, as it stands now, at the reader's paths ``where``;
+    ``masked``: the variables whose values the environment's checksum leaves out."""
     path = os.path.abspath(python)
     bin_dir = os.path.dirname(path)
     try:
         cwd: str | None = checksums(os.getcwd())
     except OSError:  # a removed working folder: nothing relative can be told apart
         cwd = None
-    user_site = where["user_site"]
+    user_site = where.user_site
     return {
         "format": FORMAT, "script": checksums(script), "python": path, "pip": pip_path,
         "command": command, "interpreter": [_stat(path, follow=False), _stat(path)],
@@ -175,10 +181,10 @@ def _fingerprint(python: Path, pip_path: str, command: str, script: str,
         "pyvenv.cfg": [_stat(os.path.join(bin_dir, "pyvenv.cfg")),
                        _stat(os.path.join(os.path.dirname(bin_dir), "pyvenv.cfg"))],
         "env": env_checksum(env, masked), "cwd": cwd, "home": os.path.expanduser("~"),
-        "config_files": [[name, _stat(name)] for name in where["config_files"]],
-        "modules": [[name, _stat(name)] for name in where["modules"]],
-        "sys_path": [[folder, _stat(folder), _pth_files(folder)]
-                     for folder in where["sys_path"]],
+        "config_files": [[name, _stat(name)] for name in where.config_files],
+        "modules": [[name, _stat(name)] for name in where.modules],
+        "sys_path": [[folder, _stat(folder), pth_files(folder, _stat)]
+                     for folder in where.sys_path],
         "user_site": [user_site, _stat(user_site) if isinstance(user_site, str) else None],
     }
 
@@ -248,28 +254,26 @@ def save(python: Path, pip_path: str, command: str, script: str, env: Mapping[st
          answer: Answer, since: int) -> None:
     """Keep ``answer``, read by a reader started at ``since`` (``time.time_ns``), for the next
     run, when it may be kept (the module's docstring); else remove what was kept before."""
-    where = cache_path(python, pip_path, command)
+    kept_at = cache_path(python, pip_path, command)
     told = answer.provenance
     if told is None or told.env != env_checksum(env):
-        cachedir.remove(where)
+        cachedir.remove(kept_at)
         return
-    paths = {"config_files": told.config_files, "modules": told.modules,
-             "sys_path": told.sys_path, "user_site": told.user_site}
     environ = os.environ if env is None else env
     split = len(answer.settings) - told.from_env
     variables = _variables(answer.settings[split:], environ)
     masked = _masked(variables or [], environ)
-    fingerprinted = _fingerprint(python, pip_path, command, script, env, paths, masked)
+    fingerprinted = _fingerprint(python, pip_path, command, script, env, told.where, masked)
     if (variables is None or not _settled(fingerprinted, told, since)
             or any(_may_be_a_credential(name, value) for name, value in answer.settings[:split])):
-        cachedir.remove(where)
+        cachedir.remove(kept_at)
         return
     import json
 
-    doc = {"fingerprint": fingerprinted, "where": paths, "masked": sorted(masked),
+    doc = {"fingerprint": fingerprinted, "where": told.where._asdict(), "masked": sorted(masked),
            "settings": [list(pair) for pair in answer.settings[:split]],
            "from_env": variables}
-    cachedir.write(where, json.dumps(doc, separators=(",", ":")).encode())
+    cachedir.write(kept_at, json.dumps(doc, separators=(",", ":")).encode())
 
 
 def _pairs(value: object) -> list[tuple[str, str]] | None:
@@ -278,18 +282,6 @@ def _pairs(value: object) -> list[tuple[str, str]] | None:
     pairs = [(p[0], p[1]) for p in value if isinstance(p, list) and len(p) == 2
              and all(isinstance(s, str) for s in p)]
     return pairs if len(pairs) == len(value) else None
-
-
-def _where(value: object) -> dict[str, Any] | None:
-    if not isinstance(value, dict):
-        return None
-    lists = [_strings(value.get(k)) for k in ("config_files", "modules", "sys_path")]
-    user_site = value.get("user_site")
-    if any(item is None for item in lists) or not (user_site is None
-                                                     or isinstance(user_site, str)):
-        return None
-    return {"config_files": lists[0], "modules": lists[1], "sys_path": lists[2],
-            "user_site": user_site}
 
 
 def load(python: Path, pip_path: str, command: str, script: str,
