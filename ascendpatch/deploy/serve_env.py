@@ -165,7 +165,8 @@ def source(scripts: Sequence[Path], env: Mapping[str, str]) -> dict[str, str]:
             env=env, timeout=SOURCE_TIMEOUT, cwd="/")
     except inscript.ScriptTimeout:
         raise InvalidInputError(f"sourcing {named} did not finish in {SOURCE_TIMEOUT:g} s "
-                                "(it and what it started were stopped)") from None
+                                "(it and what it started were stopped)",
+                                fix="run the script in a shell to see where it waits") from None
     except inscript.ScriptError as exc:  # more than 4 MiB of it, or bash cannot start
         raise InvalidInputError(f"sourcing {named} failed: {redact.text(str(exc))[:300]}",
                                 fix="run the script in a shell to see what it does") from None
