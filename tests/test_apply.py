@@ -335,26 +335,26 @@ def _ctrl_c_in(monkeypatch: pytest.MonkeyPatch, target: str) -> None:
 
 
 def test_ctrl_c_after_the_commit_point_names_what_the_session_committed(
-        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+        env: dict[str, Path]) -> None:
     """The store's session says what it committed (no process-wide list to read)."""
-    _ctrl_c_in(monkeypatch, "ascendpatch.store.garbage.collect")  # just after the commit point
-    done = cli(env, "--color", "never", "apply")
+    with pytest.MonkeyPatch.context() as patched:  # (monkeypatch's undo would end isolate's)
+        _ctrl_c_in(patched, "ascendpatch.store.garbage.collect")  # just after the commit point
+        done = cli(env, "--color", "never", "apply")
     assert done.code == 130
     assert done.err == (f"[FAIL] interrupted after the commit point: 2 file(s) in {env['site']} "
                         f"applied in full, not rolled back; run 'ascendpatch status' to see "
                         f"every artifact's state\n")
-    monkeypatch.undo()
     assert cli(env, "status").code == 0
 
 
 def test_ctrl_c_before_the_commit_point_is_rolled_back_even_after_an_earlier_run(
-        env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+        env: dict[str, Path]) -> None:
     assert cli(env, "apply").code == 0  # a commit by an earlier run in this process
-    _ctrl_c_in(monkeypatch, "ascendpatch.store.journal.Transaction._replace")
-    done = cli(env, "--color", "never", "revert")
+    with pytest.MonkeyPatch.context() as patched:
+        _ctrl_c_in(patched, "ascendpatch.store.journal.Transaction._replace")
+        done = cli(env, "--color", "never", "revert")
     assert done.code == 130
     assert done.err == "[FAIL] interrupted; any change in progress was rolled back\n"
-    monkeypatch.undo()
     assert cli(env, "status").code == 0
 
 
