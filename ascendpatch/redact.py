@@ -88,6 +88,22 @@ def text(line: str) -> str:
     return _BEARER.sub(lambda m: f"{m[1]} {MASK}", line)
 
 
+# a URL path segment that may be a token (an entitlement or a deploy token in the path): long,
+# letters and digits mixed
+_TOKEN_LIKE = re.compile(r"(?=[^/]*[0-9])(?=[^/]*[A-Za-z])[A-Za-z0-9_-]{16,}")
+
+
+def may_be_credential(name: str, value: str) -> bool:
+    """Whether a setting read from a file might be a secret, which ascendpatch never copies
+    to its cache (pip's kept settings, a kept manifest): a secret-looking name, anything like
+    user-info, a query or an assignment, or a token-like segment in a URL's path."""
+    if (is_secret(name) or "@" in value or "?" in value or text(value) != value
+            or without_credentials(value) != value):
+        return True
+    return any(_TOKEN_LIKE.fullmatch(segment) for word in value.split() if "://" in word
+               for segment in word.split("://", 1)[1].split("/")[1:])
+
+
 def argv(words: Sequence[str]) -> list[str]:
     """A command line as a log may show it: ``--api-key X`` / ``--api-key=X`` / ``HF_TOKEN=X``
     / URL passwords / ``Authorization: Bearer X`` masked, every other word as given."""

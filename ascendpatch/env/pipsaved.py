@@ -49,7 +49,6 @@ never a command line (``ps``).
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -220,21 +219,6 @@ def _settled(fingerprinted: Mapping[str, Any], told: Provenance, since: int) -> 
     return not any(racy(st[0], st[1], since) for st in _all_stats(fingerprinted))
 
 
-# a URL path segment that may be a token (an entitlement or a deploy token in the path): long,
-# letters and digits mixed
-_TOKEN_LIKE = re.compile(r"(?=[^/]*[0-9])(?=[^/]*[A-Za-z])[A-Za-z0-9_-]{16,}")
-
-
-def _may_be_a_credential(name: str, value: str) -> bool:
-    """Whether a setting from a file might be a secret: a secret-looking name, anything like
-    user-info, a query or an assignment, or a token-like segment in a URL's path."""
-    if (redact.is_secret(name) or "@" in value or "?" in value or redact.text(value) != value
-            or redact.without_credentials(value) != value):
-        return True
-    return any(_TOKEN_LIKE.fullmatch(segment) for word in value.split() if "://" in word
-               for segment in word.split("://", 1)[1].split("/")[1:])
-
-
 def _variables(settings: Settings, environ: Mapping[str, str]) -> list[list[str]] | None:
     """For each setting from the environment, its name and the ``PIP_*`` variable it came from:
     named for it (``PIP_INDEX_URL`` for ``index-url``, as pip names them: case and ``_`` aside)
@@ -265,7 +249,8 @@ def save(python: Path, pip_path: str, command: str, script: str, env: Mapping[st
     masked = _masked(variables or [], environ)
     fingerprinted = _fingerprint(python, pip_path, command, script, env, told.where, masked)
     if (variables is None or not _settled(fingerprinted, told, since)
-            or any(_may_be_a_credential(name, value) for name, value in answer.settings[:split])):
+            or any(redact.may_be_credential(name, value)
+                   for name, value in answer.settings[:split])):
         cachedir.remove(kept_at)
         return
     import json
