@@ -128,10 +128,15 @@ def trusted_tree(path: Path, why_needed: str) -> Path:
     return path
 
 
-def read(path: Path) -> bytes | None:
+def _passes(folder: Path, quiet: bool) -> bool:
+    return problem(folder) is None if quiet else usable(folder)
+
+
+def read(path: Path, *, quiet: bool = False) -> bytes | None:
     """A cache file's bytes when it and its folder are this user's alone, else None (and,
-    for a folder that fails the check, one [WARN] line)."""
-    if not usable(path.parent):
+    for a folder that fails the check, one [WARN] line, unless ``quiet``: a cache that only
+    saves time, whose loss the user need not hear of)."""
+    if not _passes(path.parent, quiet):
         return None
     try:
         # never follows a link, never blocks on a FIFO planted where the cache goes
@@ -142,13 +147,13 @@ def read(path: Path) -> bytes | None:
         return handle.read() if info.st_uid == os.geteuid() else None
 
 
-def write(path: Path, payload: bytes) -> None:
+def write(path: Path, payload: bytes, *, quiet: bool = False) -> None:
     """Best effort: a cache folder that cannot be written (or fails the check) gets no cache.
     The write goes through store.atomic, whose temp file is created in the same folder: a
     reader sees the old file or the new one. It is not fsynced (two fsyncs cost 20-30 ms of a
     0.6 s cold audit): a cache file a crash cuts is one its reader does not take (each checks
-    what it reads), and the next run writes it again."""
-    if not usable(path.parent):
+    what it reads), and the next run writes it again. ``quiet``: as for :func:`read`."""
+    if not _passes(path.parent, quiet):
         return
     # (imported here: reading a cache, as the parser's prefetch does, loads no store)
     from ascendpatch.store import atomic

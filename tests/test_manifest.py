@@ -187,7 +187,9 @@ def test_hostile_manifests_exit_2_with_a_named_cause(tmp_path: Path, site: Path,
 def test_the_c_loader_is_used_and_merge_keys_still_work(tmp_path: Path) -> None:
     import yaml
 
-    assert loader._Loader.__mro__[1] is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    from ascendpatch.manifest import yamlparse
+
+    assert yamlparse._Loader.__mro__[1] is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     path = _write(tmp_path, "name: x\nlaunch:\n  base: &b {a: 1}\n  more:\n    <<: *b\n"
                             "    c: 2\n")
     assert loader.load(str(path)).launch["more"] == {"a": 1, "c": 2}

@@ -484,12 +484,14 @@ NOT_BEFORE_UV = ("ascendpatch.kinds.diff", "ascendpatch.kinds.dropin",
                  "ascendpatch.patchfile.diffpatch", "dotenv", "ascendpatch.deploy.logs",
                  "ascendpatch.env.releases", "tarfile", "ascendpatch.inspect.checks.pins")
 
+# and, once the manifest's parse is kept (manifest/parsed.py), PyYAML
 UV_SPY = f"""
 import sys
 from ascendpatch.env import resolver
 real = resolver._uv
 def spied(*args, **kwargs):
     print("UV with", [m for m in {NOT_BEFORE_UV!r} if m in sys.modules], file=sys.stderr)
+    print("yaml" in sys.modules and "YAML" or "NO YAML", file=sys.stderr)
     return real(*args, **kwargs)
 resolver._uv = spied
 from ascendpatch.shell.cli import main
@@ -507,10 +509,12 @@ def test_a_refused_install_loads_nothing_it_does_not_use_before_uv_starts(
 
     world = torchguard.world(tmp_path / "guard")
     env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-c", UV_SPY, "--python", str(world["python"]),
-                           "--manifest", str(world["manifest"]), "install", "--dry-run",
-                           "--offline", "--wheelhouse", str(world["house"]), "--resolver",
-                           "uv", "needs-new-torch"], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
-    assert proc.returncode == 1 and "torch is protected" in proc.stdout, proc.stderr
-    assert "UV with []" in proc.stderr.splitlines()
+    for yaml_loaded in ("YAML", "NO YAML"):  # the second run takes the manifest's kept parse
+        proc = subprocess.run([sys.executable, "-c", UV_SPY, "--python", str(world["python"]),
+                               "--manifest", str(world["manifest"]), "install", "--dry-run",
+                               "--offline", "--wheelhouse", str(world["house"]), "--resolver",
+                               "uv", "needs-new-torch"], capture_output=True, text=True,
+                              env=env, timeout=120, check=False)
+        assert proc.returncode == 1 and "torch is protected" in proc.stdout, proc.stderr
+        assert "UV with []" in proc.stderr.splitlines()
+        assert yaml_loaded in proc.stderr.splitlines()

@@ -113,10 +113,10 @@ def _rules_of(doc: Mapping[str, Any], origin: str) -> list[Rule]:
 
 def _parse_yaml(text: str, path: Path) -> object:
     """The manifest loader's YAML reader (duplicate keys refused, aliases bounded). Imported
-    here, not at the top: the loader imports the kinds, one of which imports this module."""
-    from ascendpatch.manifest.loader import parse_yaml
+    here, not at the top: PyYAML only where a rules file is read."""
+    from ascendpatch.manifest import yamlparse
 
-    return parse_yaml(text, path)
+    return yamlparse.parse(text, path)
 
 
 def read_rules_file(path: Path) -> list[Rule]:

@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ascendpatch import catalog
 from ascendpatch.errors import InvalidInputError, ManifestError
-from ascendpatch.manifest import validate
+from ascendpatch.manifest import parsed, validate
 from ascendpatch.manifest.model import (
     Artifact,
     FileHashes,
@@ -28,121 +25,7 @@ from ascendpatch.paths import NotRegularFileError, read_regular
 from ascendpatch.results import Hint, Phrase
 
 DEFAULT_MANIFEST = "default"
-MAX_DEPTH = 64  # no manifest needs more; deeper input is refused before anything recurses
-# Values that aliases may add beyond the document's own: ``<<: *defaults`` in every artifact
-# needs a few thousand; a 1 KB "billion laughs" of nested aliases would need 10^9 (and took
-# minutes of schema walking, exponential in the nesting).
-MAX_ALIAS_VALUES = 100_000
 MAX_MANIFEST_BYTES = 128 << 20  # (the bundled ones are a few KB; 60 MB still loads)
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """Safe loading, with libyaml's C parser when PyYAML has it (a 60 MB manifest in seconds
-    instead of minutes), and a duplicate key is an error, never "last wins"."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == _MERGE_TAG:
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:  # unhashable: the base class names it
-                continue
-            if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"duplicate key {key!r} (each key may appear once)", key_node.start_mark)
-        result: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return result
-
-    def get_single_data(self) -> Any:
-        """The document, once its node graph is known not to expand past its own size by
-        more than MAX_ALIAS_VALUES through aliases (nothing is constructed before)."""
-        node = self.get_single_node()
-        if node is None:
-            return None
-        problem = _alias_problem(node)
-        if problem is not None:
-            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
-        return self.construct_document(node)
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
-
-
-def _alias_problem(root: yaml.Node) -> str | None:
-    """Why aliases make the node graph too big to construct (each node's expanded size,
-    computed once: linear in the distinct nodes), or None."""
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children = _children(node)
-        if children_done:
-            open_nodes.discard(id(node))
-            sizes[id(node)] = min(1 + sum(sizes[id(c)] for c in children), 1 << 40)
-            continue
-        if id(node) in open_nodes:
-            return "an alias refers to a value that contains it"
-        open_nodes.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in children if id(c) not in sizes)
-    if sizes[id(root)] - len(sizes) > MAX_ALIAS_VALUES:
-        return (f"aliases expand it by more than {MAX_ALIAS_VALUES} values; a manifest never "
-                "needs that")
-    return None
-
-
-def _too_deep(document: object) -> str | None:
-    """The path of the first value nested deeper than MAX_DEPTH (iterative: no recursion)."""
-    stack: list[tuple[object, int, str]] = [(document, 0, "")]
-    while stack:
-        value, depth, where = stack.pop()
-        if depth > MAX_DEPTH:
-            return where or "(top level)"
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k))
-                         for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value))
-    return None
-
-
-def parse_yaml(text: str, path: Path) -> object:
-    """Safe YAML (C parser when available) with duplicate keys and deep nesting refused."""
-    collecting = gc.isenabled()
-    gc.disable()  # millions of new containers, no cycles: the collector only costs time here
-    try:
-        document = yaml.load(text, Loader=_Loader)  # _Loader is a safe loader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise ManifestError([f"{path}: malformed YAML{where}: {problem}"]) from None
-    except RecursionError:
-        document = None
-        deep: str | None = "(too deep to locate)"
-    else:
-        deep = _too_deep(document)
-    finally:
-        if collecting:
-            gc.enable()
-    if deep is not None:
-        raise ManifestError([f"{path}: {deep}: nested more than {MAX_DEPTH} levels deep; "
-                             "a manifest never needs that"])
-    return document
 
 
 def resolve_name(name_or_path: str) -> Path:
@@ -171,7 +54,7 @@ def read_document(path: Path) -> dict[str, Any]:
         text = read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError, NotRegularFileError) as exc:
         raise ManifestError([f"{path}: cannot read ({exc})"]) from None
-    document = parse_yaml(text, path)
+    document = parsed.document(text, path)
     if not isinstance(document, dict):
         raise ManifestError([f"{path}: (top level): expected a mapping of keys, got "
                              f"{type(document).__name__}"])
