@@ -1,14 +1,18 @@
 """A manifest's parse is kept between runs (manifest/parsed.py): a later run that reads the
-same text by the same parser takes the kept document without importing PyYAML, and gets what
-PyYAML would give, type for type. Any other text, parser or kept file is parsed again; nothing
-that may be a secret is ever kept."""
+same file, unchanged by its stat, with the same parser, takes the kept parse without importing
+PyYAML, and gets what PyYAML gives, type for type. The kept file holds no word of the
+manifest: only where each value is in the text. Any other file, parser or kept file is parsed
+again; an invalid manifest, or a cache that is not there or not this user's, is left as it
+is."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +24,20 @@ from hypothesis import strategies as st
 from ascendpatch import catalog
 from ascendpatch.errors import ManifestError
 from ascendpatch.manifest import loader, parsed, yamlparse
+from ascendpatch.paths import read_regular_with_stat
+from tests.kit import REPO, past_racy_window, seconduid
 from tests.kit.caches import NOBODY, plant, shared_cache
 
 GOOD = "name: kept\nprotected: [torch, torch-npu]\nno_deps: [step-audio2]\nartifacts: []\n"
+
+
+@pytest.fixture(autouse=True)
+def cache_root() -> Path:
+    """The cache root exists (a run that has used any cache made it): the kept parse is
+    written only into one that does."""
+    root = catalog.cache_dir()
+    root.mkdir(parents=True, mode=0o700)
+    return root
 
 
 def _kept() -> list[Path]:
@@ -39,9 +54,35 @@ def _typed(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def _write(path: Path, text: str) -> Path:
+def _write(path: Path, text: str, settle: bool = True) -> Path:
     path.write_text(text, encoding="utf-8")
+    if settle:
+        past_racy_window(path)
     return path
+
+
+def _read(path: Path, settled: bool = False) -> parsed.Reading:
+    """The loader's read of ``path`` (``settled``: as if the file were minutes old, for the
+    property tests that cannot wait out the racy window for every example)."""
+    since = time.time_ns()
+    data, info = read_regular_with_stat(path, 1 << 30)
+    if settled:
+        since = max(info.st_mtime_ns, info.st_ctime_ns) + 10**10
+    return parsed.read(data.decode("utf-8"), path, info, since)
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the parser (PyYAML) parses."""
+    calls: list[str] = []
+    real = yamlparse.parse
+
+    def counted(text: str, where: Path) -> object:
+        calls.append(text)
+        return real(text, where)
+
+    monkeypatch.setattr(yamlparse, "parse", counted)
+    return calls
 
 
 def test_a_second_load_takes_the_kept_parse_and_imports_no_yaml(tmp_path: Path) -> None:
@@ -63,97 +104,143 @@ def test_a_second_load_takes_the_kept_parse_and_imports_no_yaml(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("name", loader.bundled_names())
-def test_every_bundled_manifest_loads_the_same_from_its_kept_parse(name: str) -> None:
+def test_every_bundled_manifest_loads_the_same_from_its_kept_parse(
+        name: str, parses: list[str]) -> None:
+    """Every one, the serving manifests with env, launch and options among them."""
     cold = loader.load(name)
-    warm = loader.load(name)
-    assert warm == cold
-    text = loader.resolve_name(name).read_text(encoding="utf-8")
-    assert _typed(parsed.document(text, loader.resolve_name(name))) == \
-        _typed(yamlparse.parse(text, loader.resolve_name(name)))
+    assert parses
+    parses.clear()
+    assert loader.load(name) == cold
+    assert parses == []
 
 
-def test_the_kept_parse_is_used_only_for_the_very_same_text(tmp_path: Path) -> None:
-    """An edit of the same size with the old timestamps put back is still read: the key is
-    the text's SHA-256, not a stat."""
+def test_the_kept_file_holds_no_word_of_the_manifest(tmp_path: Path) -> None:
+    """A manifest with a token in env, a key and a number in launch, a password in a
+    description and a reason: kept, and not one of them, nor a digest of the text, is in the
+    cache. The document still comes back whole."""
+    secrets = ["hf_QWxhZGRpbjpvcGVuIHNlc2FtZQ", "sk-live-51HsD8K", "hunter2hunter2",
+               "Pa55w0rd!", "80123456"]
+    text = (f"name: secretive\ndescription: ops password {secrets[3]}\n"
+            f"env:\n  HF_TOKEN: {secrets[0]}\n  DB_PASS: {secrets[2]}\n"
+            f"launch:\n  args: [--api-key, {secrets[1]}]\n  pin: {secrets[4]}\n"
+            f"stack:\n  packages:\n    torch: {{version: '==2.1.0', reason: 'key {secrets[2]}'}}\n")
+    path = _write(tmp_path / "m.yaml", text)
+    manifest = loader.load(str(path))
+    assert manifest.env["HF_TOKEN"] == secrets[0] and manifest.launch["pin"] == 80123456
+    kept = _kept()
+    assert len(kept) == 1
+    found = kept[0].read_bytes()
+    for word in [*secrets, "HF_TOKEN", "DB_PASS", "api-key", "secretive",
+                 hashlib.sha256(text.encode()).hexdigest()]:
+        assert word.encode() not in found, word
+    assert loader.load(str(path)) == manifest
+
+
+def test_a_same_size_edit_with_the_old_timestamps_is_read_again(
+        tmp_path: Path, parses: list[str]) -> None:
+    """The key is the file's stat, ctime among it, which no one can set back."""
     path = _write(tmp_path / "m.yaml", GOOD)
     assert loader.load(str(path)).protected == ("torch", "torch-npu")
     before = path.stat()
-    _write(path, GOOD.replace("torch-npu", "torch-abc"))
+    path.write_text(GOOD.replace("torch-npu", "torch-abc"), encoding="utf-8")
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert path.stat().st_size == before.st_size
     assert loader.load(str(path)).protected == ("torch", "torch-abc")
 
 
-def test_another_parser_parses_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kept parse names the stats of the parser's files (ascendpatch's yamlparse.py and
-    PyYAML's): an upgrade of either means the text is parsed again."""
-    path = _write(tmp_path / "m.yaml", GOOD)
-    parsed.document(GOOD, path)
-    calls: list[str] = []
-    real = yamlparse.parse
-    def counted(text: str, where: Path) -> object:
-        calls.append(text)
-        return real(text, where)
-
-    monkeypatch.setattr(yamlparse, "parse", counted)
-    parsed.document(GOOD, path)
-    assert calls == []
-    stats = parsed.parser_stats()
-    assert stats is not None
-    monkeypatch.setattr(parsed, "parser_stats", lambda: [stats[0], [*stats[1][:-1], 1]])
-    parsed.document(GOOD, path)
-    assert calls == [GOOD]
-
-
-@pytest.mark.parametrize(("text", "secret"), [
-    ("name: x\nenv:\n  DB_PASS: hunter2hunter2\n", "hunter2hunter2"),
-    ("name: x\nlaunch:\n  args: [--api-key, sk-live-0123456789]\n", "sk-live-0123456789"),
-    ("name: x\nartifacts:\n- id: t\n  title: t\n  kind: env-file\n  options:\n    file: a.env\n"
-     "    key: HF_TOKEN\n    value: hf_abcdefghij\n", "hf_abcdefghij"),
-    ("name: x\ndescription: from https://user:pa55word@mirror.example/simple\n", "pa55word"),
-    ("name: x\ndescription: https://mirror.example/simple/0a1b2c3d4e5f6a7b8c9d/x\n",
-     "0a1b2c3d4e5f6a7b8c9d"),
-    ("name: x\ndescription: mirror.example/simple?token=s3cr3tvalue\n", "s3cr3tvalue"),
-    ("name: x\ndescription: HF_TOKEN=hf_zzzzzzzzzz\n", "hf_zzzzzzzzzz"),
-    ("name: x\napi_key: 12345678\n", "12345678"),
-    ("name: x\ntarget:\n  image: ops@registry.example/img\n", "ops@registry"),
-])
-def test_nothing_that_may_be_a_secret_is_kept(tmp_path: Path, text: str, secret: str) -> None:
-    """A manifest that hands values to processes or files (env, launch, options), or holds a
-    value the credential rule flags, is parsed every run: nothing of it reaches the cache."""
-    path = _write(tmp_path / "m.yaml", text)
-    for _ in range(2):
-        assert _typed(parsed.document(text, path)) == _typed(yaml.safe_load(text))
+def test_a_file_changed_within_the_racy_window_is_not_kept(tmp_path: Path) -> None:
+    path = _write(tmp_path / "m.yaml", GOOD, settle=False)
+    loader.load(str(path))
     assert _kept() == []
-    cache = catalog.cache_dir()
-    assert not any(secret.encode() in f.read_bytes() for f in cache.rglob("*") if f.is_file())
+
+
+def test_another_parser_parses_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     parses: list[str]) -> None:
+    """The kept parse names the stats of the parser's files: an upgrade of PyYAML (any of
+    its files) or of ascendpatch's reading means the text is parsed again."""
+    path = _write(tmp_path / "m.yaml", GOOD)
+    loader.load(str(path))
+    loader.load(str(path))
+    assert parses == [GOOD]
+    stats = parsed.parser_stats()
+    assert stats is not None and any(s[0] == "constructor.py" for s in stats)
+    changed = [*stats[:-1], [*stats[-1][:-1], 1]]
+    monkeypatch.setattr(parsed, "parser_stats", lambda: changed)
+    loader.load(str(path))
+    assert parses == [GOOD, GOOD]
 
 
 @pytest.mark.parametrize("text", [
-    "name: x\ndescription: 2024-01-01\n",  # a date: not JSON
-    "name: x\ndescription: !!binary aGVsbG8=\n",  # bytes
-    "name: x\ndescription: .nan\n",  # not finite
-    "name: x\n1: one\n",  # a key that is not a string
+    "name: x\nbogus: 1\n",  # a validation problem
+    "name: [x\n",  # malformed
+    "name: x\nname: y\n",  # a duplicate key
+    "a: " + "[" * 70 + "]" * 70 + "\n",  # too deep
 ])
-def test_what_json_cannot_hold_exactly_is_parsed_every_run(tmp_path: Path, text: str) -> None:
+def test_an_invalid_manifest_leaves_nothing_behind(tmp_path: Path, text: str) -> None:
     path = _write(tmp_path / "m.yaml", text)
-    first = parsed.document(text, path)
-    assert _typed(parsed.document(text, path)) == _typed(first)
+    for _ in range(2):
+        with pytest.raises(ManifestError):
+            loader.load(str(path))
     assert _kept() == []
 
 
-def test_a_malformed_or_too_deep_text_is_never_kept(tmp_path: Path) -> None:
-    for text in ("name: [x\n", "a: " + "[" * 70 + "]" * 70 + "\n", "a: 1\na: 2\n"):
-        path = _write(tmp_path / "m.yaml", text)
-        for _ in range(2):
-            with pytest.raises(ManifestError):
-                parsed.document(text, path)
+@pytest.mark.parametrize("text", [
+    'name: "caf\\u00e9"\n',  # an escape: a word not in the text as itself
+    "name: x\ndescription: 1.0e+3\n",  # 1000.0, spelt otherwise
+    "name: x\ndescription: 2024-01-01\n",  # a date
+    "name: x\ndescription: !!binary aGVsbG8=\n",
+])
+def test_a_value_not_in_the_text_as_itself_means_the_document_is_not_kept(
+        tmp_path: Path, text: str) -> None:
+    path = _write(tmp_path / "m.yaml", text)
+    first = _read(path)
+    first.keep()
+    assert _kept() == []
+    assert _typed(_read(path).document) == _typed(first.document)
+
+
+@pytest.mark.parametrize("text", [
+    'name: "tab\\there"\n',  # an escaped white space
+    "name: >\n  folded\n  lines\n",
+    "name: a plain scalar\n  over two lines\n",
+    "name: 'quoted\n\n  with a break'\n",
+])
+def test_a_string_folded_from_several_lines_is_kept_as_its_words(
+        tmp_path: Path, text: str) -> None:
+    path = _write(tmp_path / "m.yaml", text)
+    first = _read(path)
+    first.keep()
+    assert len(_kept()) == 1
+    assert b"over" not in _kept()[0].read_bytes() and b"lines" not in _kept()[0].read_bytes()
+    assert _typed(_read(path).document) == _typed(yaml.safe_load(text))
+
+
+def test_a_small_text_whose_aliases_repeat_a_huge_string_is_kept_small(tmp_path: Path) -> None:
+    """400 KB of text whose one string 40,000 aliases repeat: written out, 16 GB (a
+    MemoryError, exit 3, when the kept file held the words); as places, a few hundred KB."""
+    text = ("name: amp\ndescription: &a " + "A" * 400_000 + "\nlaunch:\n  notes: [" +
+            ", ".join(["*a"] * 40_000) + "]\n")
+    path = _write(tmp_path / "m.yaml", text)
+    manifest = loader.load(str(path))
+    assert len(manifest.launch["notes"]) == 40_000
+    assert len(_kept()) == 1 and _kept()[0].stat().st_size < 1 << 20
+    assert loader.load(str(path)) == manifest
+
+
+def test_a_folded_string_that_aliases_repeat_past_the_bound_is_not_kept(tmp_path: Path) -> None:
+    """Its 50,000 words, written out for each of 2,000 references, would be 10^8 places:
+    past MAX_KEPT_NODES, the document is not kept (and is loaded as before)."""
+    words = " ".join(["w"] * 25_000)
+    text = (f"name: amp\ndescription: &a {words}\n  {words}\nlaunch:\n  notes: [" +
+            ", ".join(["*a"] * 2_000) + "]\n")
+    path = _write(tmp_path / "m.yaml", text)
+    manifest = loader.load(str(path))
+    assert len(manifest.launch["notes"]) == 2_000
     assert _kept() == []
 
 
-# JSON-like documents: what a kept parse must give back type for type
-_keys = st.text(st.characters(codec="utf-8"), max_size=8).filter(
-    lambda k: k != "<<")  # (YAML's merge key)
+# JSON-like documents, as PyYAML writes them out
+_keys = st.text(st.characters(codec="utf-8"), max_size=8) | st.integers(-5, 5) | st.booleans()
 _scalars = (st.none() | st.booleans() | st.integers(-(10 ** 30), 10 ** 30)
             | st.floats(allow_nan=False, allow_infinity=False)
             | st.text(st.characters(codec="utf-8"), max_size=20))
@@ -163,14 +250,21 @@ _documents = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4)
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(doc=st.dictionaries(_keys, _documents, max_size=5))
-def test_a_kept_parse_is_what_pyyaml_gives_type_for_type(tmp_path: Path, doc: dict[str, Any]) \
-        -> None:
-    text = yaml.safe_dump(doc, allow_unicode=True)
+@given(doc=_documents, style=st.sampled_from([None, "'", '"']), flow=st.booleans())
+def test_a_kept_parse_is_what_pyyaml_gives_type_for_type(
+        tmp_path: Path, doc: Any, style: str | None, flow: bool) -> None:
+    text = yaml.safe_dump(doc, allow_unicode=True, default_style=style,
+                          default_flow_style=flow)
     path = tmp_path / "h.yaml"
+    path.write_text(text, encoding="utf-8")
     expected = _typed(yaml.safe_load(text))
-    assert _typed(parsed.document(text, path)) == expected  # parsed (and perhaps kept)
-    assert _typed(parsed.document(text, path)) == expected  # the kept one, if kept
+    first = _read(path, settled=True)
+    assert _typed(first.document) == expected
+    first.keep()
+    assert _typed(_read(path, settled=True).document) == expected  # kept, where it could be
+    places = parsed.encoded(first.document, text)
+    if places is not None:
+        assert _typed(parsed.decoded(places, text)) == expected
 
 
 @settings(max_examples=200, deadline=None,
@@ -182,65 +276,88 @@ def test_a_kept_parse_is_what_pyyaml_gives_type_for_type(tmp_path: Path, doc: di
     max_leaves=12).map(lambda v: json.dumps(v).encode()))
 def test_a_kept_file_of_any_shape_gives_the_true_parse(tmp_path: Path, raw: bytes) -> None:
     path = tmp_path / "m.yaml"
-    where = parsed.cache_path(path)
-    where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(GOOD, encoding="utf-8")
+    where = _where(path)
+    where.parent.mkdir(exist_ok=True, mode=0o700)
     where.write_bytes(raw)
-    assert parsed.document(GOOD, path) == yaml.safe_load(GOOD)
+    assert _read(path, settled=True).document == yaml.safe_load(GOOD)
 
 
-@pytest.mark.parametrize("document", [
-    {"name": "planted"},
-    {"name": float("nan")},
-    json.loads("[" * 100 + "]" * 100),
-])
-def test_a_kept_file_with_the_right_key_but_another_shape_is_not_taken(
-        tmp_path: Path, document: Any) -> None:
-    """Even one naming this text's digest and parser: NaN, or too deep, is parsed again (a
-    plain document naming them is taken: only this user can write the folder)."""
-    path = _write(tmp_path / "m.yaml", GOOD)
-    import hashlib
+def _where(path: Path) -> Path:
+    from ascendpatch.env.introcache import checksums
 
-    kept = {"format": parsed.FORMAT, "sha256": hashlib.sha256(GOOD.encode()).hexdigest(),
-            "parser": parsed.parser_stats(), "document": document}
-    where = parsed.cache_path(path)
-    where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return catalog.cache_dir() / "manifests" / f"{checksums(str(path.absolute()))}.json"
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(node=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3) | st.tuples(
+        st.sampled_from(["s", "i", "f", "x"]), st.integers(-3, 40), st.integers(-3, 40)
+    ).map(list),
+    lambda inner: st.tuples(st.sampled_from(["l", "m"]), st.lists(
+        inner | st.tuples(inner, inner).map(list), max_size=3)).map(list), max_leaves=10))
+def test_a_kept_document_of_the_right_key_but_any_shape_is_parsed_again(
+        tmp_path: Path, node: Any) -> None:
+    """Even one naming this very file's stat and parser: places outside the text, numbers
+    that are not, keys that are lists; never an exception, and only the true parse or a
+    document the places spell."""
+    path = tmp_path / "m.yaml"
+    path.write_text(GOOD, encoding="utf-8")
+    first = _read(path, settled=True)
+    first.keep()
+    where = _where(path)
+    kept = json.loads(where.read_text())
+    kept["document"] = node
     where.write_text(json.dumps(kept))
-    got = parsed.document(GOOD, path)
-    if isinstance(document, dict) and document["name"] == "planted":
-        assert got == document
-    else:
-        assert got == yaml.safe_load(GOOD)
+    document = _read(path, settled=True).document
+    try:
+        spelt = parsed.decoded(node, GOOD)
+    except (ValueError, TypeError, IndexError, KeyError):
+        spelt = None
+    assert document in (yaml.safe_load(GOOD), spelt)
 
 
 def test_a_fifo_or_link_where_the_kept_file_goes_is_parsed_around(tmp_path: Path) -> None:
     path = _write(tmp_path / "m.yaml", GOOD)
-    where = parsed.cache_path(path)
-    where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    where = _where(path)
+    where.parent.mkdir(mode=0o700)
     os.mkfifo(where)
-    assert parsed.document(GOOD, path) == yaml.safe_load(GOOD)  # (a FIFO would hang a read)
+    assert loader.load(str(path)).name == "kept"  # (a FIFO would hang a read)
     where.unlink()
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text("{}")
     where.symlink_to(elsewhere)
-    assert parsed.document(GOOD, path) == yaml.safe_load(GOOD)
+    assert loader.load(str(path)).name == "kept"
     assert elsewhere.read_text() == "{}"
+
+
+def test_no_cache_root_means_nothing_is_created(tmp_path: Path, cache_root: Path) -> None:
+    """A command run with another user's HOME (sudo -E) creates no folder there for this
+    cache alone."""
+    cache_root.rmdir()
+    cache_root.parent.rmdir()
+    path = _write(tmp_path / "m.yaml", GOOD)
+    loader.load(str(path))
+    loader.load(str(path))
+    assert not cache_root.exists() and not cache_root.parent.exists()
 
 
 def test_a_cache_another_user_can_write_is_not_used_and_says_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real second user (uid 65534 via setpriv) owns the cache and plants a kept parse that
-    names this very text: it is never taken, nothing is written there, and no line is added
-    to the command's output (the cache only saves time)."""
-    import hashlib
-
+    names this very file's stat: it is never taken, nothing is written there, and no line
+    is added to the command's output (the cache only saves time)."""
     from ascendpatch import progress
 
     path = _write(tmp_path / "m.yaml", GOOD)
     with shared_cache() as shared:
         monkeypatch.setenv("ASCENDPATCH_CACHE", str(shared))
-        where = parsed.cache_path(path)
-        kept = {"format": parsed.FORMAT, "sha256": hashlib.sha256(GOOD.encode()).hexdigest(),
-                "parser": parsed.parser_stats(), "document": {"name": "planted"}}
+        info = path.stat()
+        kept = {"format": parsed.FORMAT, "parser": parsed.parser_stats(),
+                "stat": [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
+                         info.st_ctime_ns], "document": ["m", [[["s", 0, 4], ["s", 0, 4]]]]}
+        where = _where(path)
         plant(where, json.dumps(kept).encode())
         said: list[str] = []
         monkeypatch.setattr(progress, "notice", said.append)
@@ -250,9 +367,22 @@ def test_a_cache_another_user_can_write_is_not_used_and_says_nothing(
         assert where.stat().st_uid == NOBODY
 
 
-def test_the_credential_rule_is_the_one_pips_kept_settings_use() -> None:
-    from ascendpatch import redact
-
-    assert redact.may_be_credential("index-url", "https://u:p@mirror.example/simple")
-    assert redact.may_be_credential("x", "https://mirror.example/simple/0a1b2c3d4e5f6a7b8c9d/")
-    assert not redact.may_be_credential("index-url", "https://mirror.example/simple")
+def test_a_user_with_no_home_loads_manifests_as_before(tmp_path: Path) -> None:
+    """A container uid with no passwd entry and HOME unset: the cache cannot be found
+    (Path.home raises RuntimeError); the manifest loads, exit 0, nothing said. It was a
+    traceback (exit 1) with the first version of the kept parse."""
+    interpreter = seconduid.python()
+    with seconduid.open_folder() as folder:
+        path = _write(folder / "m.yaml", GOOD)
+        site = folder / "site"
+        site.mkdir()
+        env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in (str(REPO), *sys.path)
+                                                           if p))}
+        proc = subprocess.run([seconduid.require(), "--reuid=54321", "--regid=54321",
+                               "--clear-groups", interpreter, "-m", "ascendpatch",
+                               "--manifest", path, "status", "--site-packages", site],
+                              capture_output=True, text=True, timeout=120, env=env,
+                              check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""

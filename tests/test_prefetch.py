@@ -508,6 +508,7 @@ def test_a_refused_install_loads_nothing_it_does_not_use_before_uv_starts(
     from tests.kit import torchguard
 
     world = torchguard.world(tmp_path / "guard")
+    past_racy_window(world["manifest"])  # (as a manifest written minutes before is)
     env = {**os.environ, "ASCENDPATCH_CACHE": str(tmp_path / "cache")}
     for yaml_loaded in ("YAML", "NO YAML"):  # the second run takes the manifest's kept parse
         proc = subprocess.run([sys.executable, "-c", UV_SPY, "--python", str(world["python"]),

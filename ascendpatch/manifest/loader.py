@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from ascendpatch.manifest.model import (
     resolve_path,
 )
 from ascendpatch.manifest.needed import Condition
-from ascendpatch.paths import NotRegularFileError, read_regular
+from ascendpatch.paths import NotRegularFileError, read_regular_with_stat
 from ascendpatch.results import Hint, Phrase
 
 DEFAULT_MANIFEST = "default"
@@ -50,17 +51,21 @@ def bundled_names() -> list[str]:
 
 
 def read_document(path: Path) -> dict[str, Any]:
+    since = time.time_ns()
     try:  # a regular file (a FIFO would hang every command), of at most MAX_MANIFEST_BYTES
-        text = read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8")
+        data, info = read_regular_with_stat(path, MAX_MANIFEST_BYTES)
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError, NotRegularFileError) as exc:
         raise ManifestError([f"{path}: cannot read ({exc})"]) from None
-    document = parsed.document(text, path)
+    reading = parsed.read(text, path, info, since)
+    document = reading.document
     if not isinstance(document, dict):
         raise ManifestError([f"{path}: (top level): expected a mapping of keys, got "
                              f"{type(document).__name__}"])
     problems = validate.problems(document)
     if problems:
         raise ManifestError([f"{path}: {p}" for p in problems])
+    reading.keep()  # (a manifest that loads: an invalid one leaves nothing behind)
     return document
 
 
