@@ -15,17 +15,18 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import IO, TYPE_CHECKING, NoReturn
 
 from ascendpatch import __version__
 from ascendpatch.errors import (
     EXIT_INTERRUPTED,
+    EXIT_PROBLEMS,
     EXIT_UNEXPECTED,
     EXIT_USAGE,
     AscendpatchError,
     Interrupted,
 )
-from ascendpatch.shell import cliargs
+from ascendpatch.shell import cliargs, streams
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -57,10 +58,18 @@ class _Parser(argparse.ArgumentParser):
 
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         """As Python 3.11's argparse prints (3.10's does not): ``--help`` into a pipe whose
-        reader has gone, or a closed stream, is not a crash (exit 3 with a log on 3.10)."""
-        if message:
-            with contextlib.suppress(AttributeError, OSError):
-                (file or sys.stderr).write(message)
+        reader has gone, or a closed stream, is not a crash (exit 3 with a log on 3.10); into
+        a full disk, it is said at the end (shell/streams.py)."""
+        if not message:
+            return
+        stream = file or sys.stderr
+        try:
+            stream.write(message)
+        except OSError as exc:
+            if stream is sys.stdout:
+                streams.stdout_failed(exc)
+        except AttributeError:
+            pass
 
     def error(self, message: str) -> None:  # type: ignore[override]
         from ascendpatch.shell import output
@@ -136,20 +145,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The one error boundary (as pre-commit's error_handler): parser, command and rendering
     alike. Expected errors exit with their code and one line, bugs 3 with a log, Ctrl-C 130."""
     run = _Run(sys.argv[1:] if argv is None else list(argv))
+    streams.failure()  # (an earlier run's in this process is not this one's)
     try:
-        return _main(run)
+        code = _main(run)
     except AscendpatchError as exc:
-        return _fail(run, str(exc), exc.exit_code, details=exc.details)
+        code = _fail(run, str(exc), exc.exit_code, details=exc.details)
     except KeyboardInterrupt as exc:
-        return _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
+        code = _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
     except Exception as exc:  # a bug, not a user error
         from ascendpatch.shell import crashlog
 
         log = crashlog.write(exc, run.words)
-        return _fail(run, f"unexpected error: {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
+        code = _fail(run, f"unexpected error: {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
                      log)
     finally:
         _stop_unfinished()
+    return _unwritten(code, run.color)
+
+
+def _unwritten(code: int, color: str = "auto") -> int:
+    """The exit code once a failure to write stdout (shell/streams.py) is said: one [FAIL]
+    line on stderr (never stdout, even with --json), and at least 1, since what was asked
+    for was not all shown."""
+    exc = streams.failure()
+    if exc is None:
+        return code
+    from ascendpatch.results import Level
+    from ascendpatch.shell import output
+
+    with contextlib.suppress(Exception):  # (stderr on the same full disk: the code says it)
+        output.line(Level.FAIL, f"cannot write to standard output ({exc.strerror or exc}): "
+                                "what the command printed is incomplete; fix: free space where "
+                                "standard output goes, or send it to another file, and run "
+                                "the command again", color=color, stream=sys.stderr)
+        sys.stderr.flush()
+    return code or EXIT_PROBLEMS
 
 
 def entry() -> NoReturn:
@@ -220,7 +250,8 @@ def _leave(code: int) -> NoReturn:
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if run_exit_handlers is None or _threads_running() or _inspect_after():
         raise SystemExit(code)
-    _flush_or_fall_back(code, before_interrupt=run_exit_handlers)
+    _flush_or_fall_back(code, before_interrupt=run_exit_handlers, own=True)
+    code = _unwritten(code)  # (--version into a full disk: only its flush fails)
     run_exit_handlers()
     _end(code)
 
@@ -231,14 +262,16 @@ def _end(code: int) -> NoReturn:  # pragma: no cover - after coverage's own hand
     os._exit(code)
 
 
-def _flush_or_fall_back(code: int, before_interrupt: Callable[[], object] = lambda: None) \
-        -> None:
+def _flush_or_fall_back(code: int, before_interrupt: Callable[[], object] = lambda: None, *,
+                        own: bool = False) -> None:
     """Flush both standard streams. A flush that fails leaves the ending to the interpreter,
     which words it as it always has (status 120); a Ctrl-C while a flush waits on a reader
     that stopped reading (Ctrl-S) ends the run at once, 130, after ``before_interrupt``: what
-    could not be written is dropped, with no second wait."""
+    could not be written is dropped, with no second wait. ``own``: what the run itself wrote
+    (before the exit handlers run): a stdout that cannot take it (a full disk, not a closed
+    pipe) is remembered, to be said (shell/streams.py)."""
     try:
-        flushed = _flushed()
+        flushed = _flushed(own)
     except KeyboardInterrupt:
         before_interrupt()
         os._exit(EXIT_INTERRUPTED)
@@ -246,16 +279,25 @@ def _flush_or_fall_back(code: int, before_interrupt: Callable[[], object] = lamb
         raise SystemExit(code)
 
 
-def _flushed() -> bool:
+def _flushed(own: bool = False) -> bool:
     """Whether both standard streams were flushed: none may be (a descriptor closed at the
     start), or be anything a handler put there. A Ctrl-C while a flush waits is raised."""
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
-                stream.flush()
+                _flush(stream, own and stream is sys.stdout)
     except Exception:  # (anything: the interpreter's ending meets it again, and words it)
         return False
     return True
+
+
+def _flush(stream: IO[str], remember: bool) -> None:
+    try:
+        stream.flush()
+    except OSError as exc:
+        if not remember or isinstance(exc, BrokenPipeError):
+            raise
+        streams.stdout_failed(exc)
 
 
 def _inspect_after() -> bool:
@@ -319,8 +361,8 @@ def _main(run: _Run) -> int:
         output.render(result, as_json=args.json, color=args.color, quiet=args.quiet,
                       streamed=True, invocation=reporter.invocation)
         sys.stdout.flush()
-    except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
-        output.silence_stdout()
+    except OSError as exc:  # `ascendpatch status | head -1`: the reader has gone, be quiet;
+        streams.stdout_failed(exc)  # a full disk: said as the run ends (main)
     return result.exit_code
 
 

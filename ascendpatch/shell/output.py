@@ -26,6 +26,7 @@ from ascendpatch.results import (
     Table,
     Tone,
 )
+from ascendpatch.shell import streams
 from ascendpatch.shell.wording import JSON_FORMAT, say, to_json, words
 
 _STYLE = {Level.OK: "green", Level.SKIP: "cyan", Level.WARN: "yellow", Level.FAIL: "bold red"}
@@ -265,17 +266,6 @@ def _ignore(count: int) -> None:
     del count
 
 
-def silence_stdout() -> None:
-    """Point stdout at /dev/null so that later writes and the final flush cannot fail again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # not a real file (captured in tests)
-        pass
-    finally:
-        os.close(devnull)
-
-
 class ConsoleReporter:
     """Shows what core code reports through ascendpatch.progress while a command runs.
 
@@ -375,4 +365,7 @@ class ConsoleReporter:
             sys.stdout.flush()
         except BrokenPipeError:  # `ascendpatch apply | head -1`: the command goes on, quietly
             self.reader_gone = True
-            silence_stdout()
+            streams.silence_stdout()
+        except OSError as exc:  # a full disk: the command goes on; said when it ends
+            self.reader_gone = True
+            streams.stdout_failed(exc)

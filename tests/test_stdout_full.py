@@ -1,0 +1,95 @@
+"""A standard output that cannot be written (shell/streams.py): a full disk, an I/O error.
+
+``ascendpatch audit --json > report.json`` on a full volume: before, the run ended as an
+unexpected error (exit 3, a crash log written to the same full disk), and ``--version >
+/dev/full`` ended silently with 0, as if the version had been shown. Now the command runs to
+its end, writes nothing more to stdout once it has failed, and ends with one [FAIL] line on
+stderr (with --json too) and an exit code of at least 1. A reader that has gone (a closed
+pipe) is still no failure. Every run here is the real CLI writing to the kernel's /dev/full.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ascendpatch.shell import cli
+from tests.kit import make_demo_target, run_cli
+
+SAID = ("[FAIL] cannot write to standard output (No space left on device): what the command "
+        "printed is incomplete; fix: free space where standard output goes, or send it to "
+        "another file, and run the command again\n")
+
+
+def _into_full(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        return subprocess.run([sys.executable, "-m", "ascendpatch", *map(str, args)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              check=False, env=os.environ)
+
+
+@pytest.fixture
+def logs() -> Path:
+    return Path(os.environ["ASCENDPATCH_LOG_DIR"])
+
+
+@pytest.mark.parametrize("args", [
+    ("--version",),  # silent, exit 0 before
+    ("--help",),
+    ("manifests",),  # exit 3 and a crash log before
+    ("--site-packages", "{site}", "status"),
+    ("--json", "--site-packages", "{site}", "status"),  # the failure on stderr, not in JSON
+    ("--site-packages", "{site}", "verify"),
+])
+def test_an_output_that_cannot_be_written_is_said_once_on_stderr(
+        site: Path, logs: Path, args: tuple[str, ...]) -> None:
+    done = _into_full(*(word.replace("{site}", str(site)) for word in args))
+    assert done.returncode == 1
+    assert done.stderr == SAID
+    assert not logs.exists() or not list(logs.iterdir())  # no crash log: not a bug of ours
+
+
+def test_a_command_whose_output_fails_runs_to_its_end(site: Path, tmp_path: Path) -> None:
+    """apply streams each result as it commits: the first write fails, the fix is still
+    applied in full, and the run says its output is incomplete."""
+    manifest = make_demo_target(site, tmp_path)
+    done = _into_full("--site-packages", site, "--manifest", manifest, "apply")
+    assert done.returncode == 1
+    assert done.stderr == "recap: ok=0 changed=1 skipped=0 failed=0\n" + SAID  # (stderr's)
+    status = run_cli("--site-packages", site, "--manifest", manifest, "status")
+    assert status.code == 0 and "[OK]" in status.out and "applied" in status.out
+
+
+def test_a_reader_that_has_gone_is_still_no_failure(site: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "ascendpatch", "--site-packages", str(site),
+                             "status"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=os.environ)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0
+    assert err == ""
+
+
+class _Full(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+
+def test_in_process_each_run_says_only_its_own_failure(
+        site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """main() called twice in one process (a test, a tool embedding it): the second run,
+    whose output is fine, does not inherit the first one's failure."""
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "stdout", _Full())
+        assert cli.main(["--site-packages", str(site), "status"]) == 1
+    assert capsys.readouterr().err == SAID
+    assert cli.main(["--site-packages", str(site), "status"]) == 0
+    assert capsys.readouterr().err == ""
