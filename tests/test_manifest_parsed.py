@@ -75,13 +75,13 @@ def _read(path: Path, settled: bool = False) -> parsed.Reading:
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every text the parser (PyYAML) parses."""
     calls: list[str] = []
-    real = yamlparse.parse
+    real = yamlparse.parse_with_spans
 
-    def counted(text: str, where: Path) -> object:
+    def counted(text: str, where: Path) -> tuple[object, parsed.Spans]:
         calls.append(text)
         return real(text, where)
 
-    monkeypatch.setattr(yamlparse, "parse", counted)
+    monkeypatch.setattr(yamlparse, "parse_with_spans", counted)
     return calls
 
 
@@ -253,7 +253,8 @@ def test_a_kept_parse_is_what_pyyaml_gives_type_for_type(
     assert _typed(first.document) == expected
     first.keep()
     assert _typed(_read(path, settled=True).document) == expected  # kept, where it could be
-    places = parsed.encoded(first.document, text)
+    document, spans = yamlparse.parse_with_spans(text, path)
+    places = parsed.encoded(document, text, spans)
     if places is not None:
         assert _typed(parsed.decoded(places, text)) == expected
 
@@ -285,7 +286,7 @@ def _where(path: Path) -> Path:
 @given(node=st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=3) | st.tuples(
         st.sampled_from(["s", "i", "f", "x"]), st.integers(-3, 40), st.integers(-3, 40)
-    ).map(list),
+    ).map(list) | st.tuples(st.just("w"), st.integers(-1, 2)).map(list),
     lambda inner: st.tuples(st.sampled_from(["l", "m"]), st.lists(
         inner | st.tuples(inner, inner).map(list), max_size=3)).map(list), max_leaves=10))
 def test_a_kept_document_of_the_right_key_but_any_shape_is_parsed_again(
@@ -300,13 +301,87 @@ def test_a_kept_document_of_the_right_key_but_any_shape_is_parsed_again(
     where = _where(path)
     kept = json.loads(where.read_text())
     kept["document"] = node
+    kept["words"] = [[[0, 4], " ", [6, 4]], ["x"]]  # "name kept"; a word kept as itself
     where.write_text(json.dumps(kept))
     document = _read(path, settled=True).document
     try:
-        spelt = parsed.decoded(node, GOOD)
+        spelt = parsed.decoded(kept, GOOD)
     except (ValueError, TypeError, IndexError, KeyError):
         spelt = None
     assert document in (yaml.safe_load(GOOD), spelt)
+
+
+def test_a_place_never_points_into_another_value(tmp_path: Path) -> None:
+    """Each value is looked for only inside the text of the nodes that made it: short values
+    (1, 8, 2, z, q) that also occur inside a token are kept at their own places, so the kept
+    file tells nothing of the token's letters (the first version kept the first occurrence
+    anywhere: three of the token's characters)."""
+    token = "hf_k2Rz8q1"
+    text = (f"name: x\nenv:\n  HF_TOKEN: {token}\nlaunch:\n  a: 1\n  b: 8\n  c: 2\n"
+            "  d: [z, q, R]\n  e: >\n    q z\n    8 1\n")
+    path = _write(tmp_path / "m.yaml", text)
+    manifest = loader.load(str(path))
+    start = text.index(token)
+    inside = range(start, start + len(token))
+    kept = json.loads(_kept()[0].read_text())
+    places: list[list[int]] = []
+
+    def collect(node: Any) -> None:
+        if isinstance(node, list) and node and node[0] in ("s", "i", "f"):
+            places.append(node[1:])
+        elif isinstance(node, list) and node and node[0] in ("l", "m"):
+            for item in node[1]:
+                collect(item)
+        elif isinstance(node, list):
+            for item in node:
+                collect(item)
+
+    collect(kept["document"])
+    places += [part for parts in kept["words"] for part in parts if isinstance(part, list)]
+    assert len(places) > 10
+    assert all(at not in inside or text[at:at + n] == token for at, n in places)
+    assert loader.load(str(path)) == manifest
+
+
+@pytest.mark.parametrize(("value", "kept"), [
+    ("1" + "0" * 400, True),  # past a float's range: isfinite(int) raised, exit 3 each run
+    ("0x" + "f" * 4000, False),  # 4800 decimal digits: str() cannot spell it
+])
+def test_a_huge_whole_number_is_kept_or_not_and_loads_every_time(
+        tmp_path: Path, value: str, kept: bool) -> None:
+    path = _write(tmp_path / "m.yaml", f"name: x\nlaunch:\n  seed: {value}\n")
+    first = loader.load(str(path))
+    assert len(_kept()) == kept
+    assert loader.load(str(path)) == loader.load(str(path)) == first
+
+
+def test_a_whole_number_python_will_not_read_is_exit_2_in_one_line(tmp_path: Path) -> None:
+    """5000 decimal digits: PyYAML's int() raises ValueError (exit 3 before, with a log)."""
+    from tests.kit import run_cli
+
+    path = _write(tmp_path / "m.yaml", "name: x\nlaunch:\n  seed: " + "1" * 5000 + "\n")
+    (tmp_path / "site").mkdir()
+    done = run_cli("--manifest", path, "status", "--site-packages", tmp_path / "site")
+    assert done.code == 2
+    assert "a value that cannot be read: Exceeds the limit (4300 digits)" in done.err
+    assert len(done.err.strip().splitlines()) == 1 and "unexpected" not in done.err
+
+
+def test_a_kept_parse_larger_than_four_times_its_text_is_not_kept(tmp_path: Path) -> None:
+    """200,000 one-letter words folded into one string: their places would take 2 MB for a
+    400 KB text, and reading them back is slower than parsing it."""
+    text = "name: x\ndescription: " + " ".join(["a"] * 100_000) + "\n  " + \
+        " ".join(["b"] * 100_000) + "\n"
+    path = _write(tmp_path / "m.yaml", text)
+    assert loader.load(str(path)).description.startswith("a a")
+    assert _kept() == []
+
+
+def test_a_text_with_a_byte_order_mark_is_not_kept(tmp_path: Path) -> None:
+    """libyaml's marks are one character short after a BOM."""
+    path = _write(tmp_path / "m.yaml", "\ufeff" + GOOD)
+    assert loader.load(str(path)).name == "kept"
+    assert _kept() == []
 
 
 def test_a_fifo_or_link_where_the_kept_file_goes_is_parsed_around(tmp_path: Path) -> None:
@@ -347,7 +422,8 @@ def test_a_cache_another_user_can_write_is_not_used_and_says_nothing(
         info = path.stat()
         kept = {"format": parsed.FORMAT, "parser": parsed.parser_stats(),
                 "stat": [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
-                         info.st_ctime_ns], "document": ["m", [[["s", 0, 4], ["s", 0, 4]]]]}
+                         info.st_ctime_ns], "document": ["m", [[["s", 0, 4], ["s", 0, 4]]]],
+                "words": []}
         where = _where(path)
         plant(where, json.dumps(kept).encode())
         said: list[str] = []

@@ -8,14 +8,16 @@ has loaded and passed validation, the shape of its document is kept in ascendpat
 never imports PyYAML.
 
 The kept file holds no character of the manifest. Each key and value is kept as where it is in
-the text (an offset and a length: a string as it appears there, a number as its canonical
-spelling does), and the run that takes it slices them from the text it has just read; only
-true, false and null are kept as themselves. A secret in a manifest (an ``env`` token, an
-``--api-key`` in ``launch``, a password anywhere) never reaches the cache, nor does a digest of
-the text (a short secret could be guessed from one): the file is known unchanged by its stat,
-as the target's cached report is (env/introcache.py). A string over several lines, folded
-into one, is kept as its words' places and the white space between them; a value that is not
-in the text as itself (an escape, ``1e3``, a date) means the document is not kept.
+the text (an offset and a length: a string as it appears there, a number as Python spells it),
+looked for only inside the text of the very nodes that made it (the parser's marks), so that a
+place never points into another value; the run that takes it slices them from the text it has
+just read. A string folded from several lines is kept once, in a word table, as its words'
+places and the white space between them; true, false and null are kept as themselves. A secret
+in a manifest (an ``env`` token, an ``--api-key`` in ``launch``, a password anywhere) never
+reaches the cache, nor does a digest of the text (a short secret could be guessed from one):
+the file is known unchanged by its stat, as the target's cached report is
+(env/introcache.py). A value that is not in its node's text as itself (an escape such as
+``\u00e9``, ``0x1f``, ``1.0e+3``, a date) means the document is not kept.
 
 A kept parse is taken only while:
 
@@ -25,12 +27,15 @@ A kept parse is taken only while:
 - the parser is the same: the stats of ascendpatch's ``yamlparse.py`` and this module, and of
   every file of the PyYAML package (found without importing it; an upgrade is another parser).
 
-Anything else, or a kept file of any other shape, means the text is parsed again. The cache is
-read and written only where its root already exists (a command run with another user's HOME,
-``sudo -E``, creates nothing there) and passes cachedir's checks, quietly: it only saves time.
-A text over 1 MiB, or whose document would take more than MAX_KEPT_NODES values written out
-(each alias's value again), is not kept. Anchors shared between places come back as copies
-(nothing in ascendpatch changes a document in place).
+Anything else, a kept file of any other shape, or anything at all going wrong while it is read
+or written, means the text is parsed again: the kept parse only saves time. The cache is read
+and written only where its root already exists (a command run with another user's HOME,
+``sudo -E``, creates nothing there) and passes cachedir's checks, quietly. Not kept: a text over
+1 MiB or starting with a byte order mark (libyaml's marks are one character short after it), a
+document of more than MAX_KEPT_NODES places written out (each alias's again), and a kept parse
+over four times its text (64 KiB at least: past that, parsing is the quicker way). Strings come
+back made once each, shared where aliases repeat them, as PyYAML's are; a mapping or list that
+aliases repeat comes back as copies (nothing in ascendpatch changes a document in place).
 """
 
 from __future__ import annotations
@@ -45,17 +50,18 @@ from typing import Any
 from ascendpatch import cachedir, catalog
 from ascendpatch.env.introcache import checksums
 from ascendpatch.stamps import racy
-from ascendpatch.untrusted import UntrustedDocumentError, load_json
+from ascendpatch.untrusted import load_json
 
 MAX_DEPTH = 64  # no manifest needs more; deeper input is refused before anything recurses
-FORMAT = 2
+FORMAT = 3
 MAX_KEPT_TEXT = 1 << 20  # the bundled manifests are a few KB
 MAX_KEPT_NODES = 1 << 20  # values the kept document writes out (aliases repeat theirs)
-MAX_SCAN = 64 << 20  # characters of the text looked through to find where values are
 _MISSING = object()
 _WHITE = re.compile(r"(\s+)")
 
 Stat = list[int]
+# id(value) -> (the value, {(start, end) of each node that made it: None}): yamlparse's marks
+Spans = dict[int, tuple[object, dict[tuple[int, int], None]]]
 
 
 def too_deep(document: object) -> str | None:
@@ -102,12 +108,12 @@ def read(text: str, path: Path, info: os.stat_result, since: int) -> Reading:
             return Reading(kept)
     from ascendpatch.manifest import yamlparse
 
-    document = yamlparse.parse(text, path)
-    if place is None or len(text) > MAX_KEPT_TEXT or racy(info.st_mtime_ns,
-                                                          info.st_ctime_ns, since):
-        return Reading(document)
+    document, spans = yamlparse.parse_with_spans(text, path)
+    if (place is None or len(text) > MAX_KEPT_TEXT or text.startswith("\ufeff")
+            or racy(info.st_mtime_ns, info.st_ctime_ns, since)):
+        return Reading(document)  # (after a BOM, libyaml's marks are one character short)
     where, parser = place
-    return Reading(document, lambda: _save(where, stat, parser, text, document))
+    return Reading(document, lambda: _save(where, stat, parser, text, document, spans))
 
 
 def _place(path: Path) -> tuple[Path, list[Any]] | None:
@@ -147,7 +153,8 @@ def parser_stats() -> list[Any] | None:
         return None
     package = Path(spec.origin).parent
     try:
-        theirs = sorted(entry.name for entry in os.scandir(package))
+        theirs = sorted(entry.name for entry in os.scandir(package)
+                        if entry.name != "__pycache__")
     except OSError:
         return None
     here = Path(__file__).parent
@@ -161,39 +168,18 @@ class _NotKept(Exception):
 
 
 class _Places:
-    """Where each value of a document is in its text (str.find, once per distinct spelling,
-    within MAX_SCAN characters and MAX_KEPT_NODES values)."""
+    """Where each value of a document is in its text: searched for only inside the text of
+    the very nodes that made it (the parser's marks, yamlparse.Spans), so a place never
+    points into another value (a short value found inside a secret would tell its letters).
+    Each value is placed once (aliases repeat its place); a string folded from several lines
+    goes to the word table once, as its words' places and the white space between them."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, spans: Spans) -> None:
         self.text = text
-        self.found: dict[str, int] = {}
-        self.scan = MAX_SCAN
+        self.spans = spans
+        self.placed: dict[int, tuple[object, Any]] = {}
+        self.table: list[list[Any]] = []
         self.nodes = MAX_KEPT_NODES
-
-    def spelt(self, tag: str, spelling: str) -> list[Any]:
-        at = self.found.get(spelling)
-        if at is None:
-            at = self.text.find(spelling)
-            self.scan -= (at if at >= 0 else len(self.text)) + len(spelling)
-            if at < 0 or self.scan < 0:
-                raise _NotKept
-            self.found[spelling] = at
-        return [tag, at, len(spelling)]
-
-    def words(self, value: str) -> list[Any]:
-        """A string not in the text as a whole (a plain or quoted scalar over several lines,
-        folded into one): its words, each where it is in the text, and the white space
-        between them as itself (white space only: no word of the text)."""
-        parts: list[Any] = []
-        for part in _WHITE.split(value):
-            if part and not part.isspace():
-                parts.append(self.spelt("s", part)[1:])
-            elif part:
-                parts.append(part)
-        self.nodes -= len(parts)  # (each written out again wherever an alias repeats it)
-        if self.nodes < 0:
-            raise _NotKept
-        return ["w", parts]
 
     def node(self, value: object) -> Any:
         self.nodes -= 1
@@ -201,42 +187,85 @@ class _Places:
             raise _NotKept
         if value is None or isinstance(value, bool):
             return value
-        if isinstance(value, str):
-            try:
-                return self.spelt("s", value)
-            except _NotKept:
-                return self.words(value)
-        if isinstance(value, int):
-            return self.spelt("i", str(value))
-        if isinstance(value, float) and math.isfinite(value):
-            return self.spelt("f", repr(value))
         if isinstance(value, list):
             return ["l", [self.node(item) for item in value]]
         if isinstance(value, dict):
             return ["m", [[self.node(k), self.node(v)] for k, v in value.items()]]
-        raise _NotKept  # a date, bytes, a set: not in the text as itself
+        placed = self.placed.get(id(value))
+        if placed is None:
+            placed = self.placed[id(value)] = (value, self.scalar(value))
+        return placed[1]
+
+    def scalar(self, value: object) -> Any:
+        if isinstance(value, str):
+            tag, spelling = "s", value
+        elif isinstance(value, int):
+            tag, spelling = "i", str(value)  # (ValueError past 4300 digits: not kept)
+        elif isinstance(value, float) and math.isfinite(value):
+            tag, spelling = "f", repr(value)
+        else:
+            raise _NotKept  # a date, bytes, a set, inf: not in the text as itself
+        made = self.spans.get(id(value))
+        if made is None or made[0] is not value:
+            raise _NotKept
+        for start, end in made[1]:
+            at = self.text.find(spelling, start, end)
+            if at >= 0:
+                return [tag, at, len(spelling)]
+        if tag == "s":
+            for start, end in made[1]:
+                parts = self.words(spelling, start, end)
+                if parts is not None:
+                    self.table.append(parts)
+                    return ["w", len(self.table) - 1]
+        raise _NotKept
+
+    def words(self, value: str, start: int, end: int) -> list[Any] | None:
+        """``value``'s words, each where it is, in order, between ``start`` and ``end``, and
+        the white space between them as itself; None when a word is not there."""
+        parts: list[Any] = []
+        for part in _WHITE.split(value):
+            if not part:
+                continue
+            if part.isspace():
+                parts.append(part)
+                continue
+            at = self.text.find(part, start, end)
+            if at < 0:
+                return None
+            parts.append([at, len(part)])
+            start = at + len(part)
+        self.nodes -= len(parts)
+        if self.nodes < 0:
+            raise _NotKept
+        return parts
 
 
-def encoded(document: object, text: str) -> Any | None:
+def encoded(document: object, text: str, spans: Spans) -> dict[str, Any] | None:
     """``document`` as places in ``text`` (module doc), or None when it cannot be kept so."""
     try:
-        return _Places(text).node(document)
-    except (_NotKept, RecursionError):
+        places = _Places(text, spans)
+        return {"document": places.node(document), "words": places.table}
+    except (_NotKept, RecursionError, ValueError):
         return None
 
 
-def decoded(node: Any, text: str) -> object:
-    """The document the places ``node`` name in ``text``; ValueError (or TypeError,
-    IndexError, KeyError) for a node of any other shape."""
-    return _Spelling(text).node(node)
+def decoded(kept: Any, text: str) -> object:
+    """The document the places of ``kept`` (:func:`encoded`'s) name in ``text``; ValueError
+    (or TypeError, IndexError, KeyError) for one of any other shape."""
+    words = kept["words"]
+    if type(words) is not list:
+        raise ValueError("no word table")
+    return _Spelling(text, words).node(kept["document"])
 
 
 class _Spelling:
     """The values places name in a text; each string made once (what aliases repeat, the
     document repeats as one object, as PyYAML's does: never a copy per reference)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, words: list[Any]) -> None:
         self.text = text
+        self.words = words
         self.made: dict[Any, str] = {}
 
     def place(self, at: Any, length: Any) -> str:
@@ -249,11 +278,12 @@ class _Spelling:
             made = self.made[key] = self.text[at:at + length]
         return made
 
-    def words(self, parts: list[Any]) -> str:
-        key = tuple(part if isinstance(part, str) else tuple(part) for part in parts)
-        made = self.made.get(key)
+    def folded(self, index: Any) -> str:
+        if type(index) is not int or index < 0:
+            raise ValueError("not a word")
+        made = self.made.get(index)
         if made is None:
-            made = self.made[key] = "".join(self.part(part) for part in parts)
+            made = self.made[index] = "".join(self.part(part) for part in self.words[index])
         return made
 
     def part(self, part: Any) -> str:
@@ -275,13 +305,13 @@ class _Spelling:
             if tag == "s":
                 return spelling
             number = int(spelling) if tag == "i" else float(spelling)
-            if not math.isfinite(number):
-                raise ValueError("not a finite number")
+            if (str if tag == "i" else repr)(number) != spelling:
+                raise ValueError("not a number as Python spells it")
             return number
         if len(node) != 2:
             raise ValueError("an unknown node")
         if tag == "w":
-            return self.words(node[1])
+            return self.folded(node[1])
         if tag == "l":
             return [self.node(item) for item in node[1]]
         if tag == "m":
@@ -293,27 +323,40 @@ class _Spelling:
 
 
 def _load(where: Path, stat: Stat, parser: list[Any], text: str) -> object:
-    raw = cachedir.read(where, quiet=True)
-    if raw is None:
-        return _MISSING
-    try:  # (each document level is three JSON levels: ["m", [[key, value], ...]])
+    """The kept document, or _MISSING. Anything at all going wrong means the text is parsed
+    again: the kept parse only saves time."""
+    try:
+        raw = cachedir.read(where, quiet=True)
+        if raw is None or len(raw) > _kept_bound(text):
+            return _MISSING
+        # (each document level is three JSON levels: ["m", [[key, value], ...]])
         kept = load_json(raw, "a kept manifest parse", 3 * MAX_DEPTH + 6)
         if (type(kept) is not dict or kept.get("format") != FORMAT
                 or kept.get("stat") != stat or kept.get("parser") != parser):
             return _MISSING
-        document = decoded(kept["document"], text)
-    except (UntrustedDocumentError, ValueError, TypeError, IndexError, KeyError,
-            RecursionError):
+        document = decoded(kept, text)
+        return document if too_deep(document) is None else _MISSING
+    except Exception:  # (MemoryError, OverflowError, anything: the text is parsed instead)
         return _MISSING
-    return document if too_deep(document) is None else _MISSING
 
 
-def _save(where: Path, stat: Stat, parser: list[Any], text: str, document: object) -> None:
-    places = encoded(document, text)
-    if places is None:
+def _kept_bound(text: str) -> int:
+    """The most a kept parse of ``text`` may take: more, and parsing it is the quicker way
+    (a text of one-letter words: a dozen bytes of places each)."""
+    return max(4 * len(text), 64 << 10)
+
+
+def _save(where: Path, stat: Stat, parser: list[Any], text: str, document: object,
+          spans: Spans) -> None:
+    try:
+        places = encoded(document, text, spans)
+        if places is None:
+            return
+        import json
+
+        payload = json.dumps({"format": FORMAT, "stat": stat, "parser": parser, **places},
+                             separators=(",", ":")).encode()
+        if len(payload) <= _kept_bound(text):
+            cachedir.write(where, payload, quiet=True)
+    except Exception:  # (the kept parse only saves time: never a failure)
         return
-    import json
-
-    payload = json.dumps({"format": FORMAT, "stat": stat, "parser": parser,
-                          "document": places}, separators=(",", ":"))
-    cachedir.write(where, payload.encode(), quiet=True)

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ascendpatch.errors import ManifestError
-from ascendpatch.manifest.parsed import MAX_DEPTH, too_deep
+from ascendpatch.manifest.parsed import MAX_DEPTH, Spans, too_deep
 
 # Values that aliases may add beyond the document's own: ``<<: *defaults`` in every artifact
 # needs a few thousand; a 1 KB "billion laughs" of nested aliases would need 10^9 (and took
@@ -26,7 +26,22 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """Safe loading, with libyaml's C parser when PyYAML has it (a 60 MB manifest in seconds
-    instead of minutes), and a duplicate key is an error, never "last wins"."""
+    instead of minutes), and a duplicate key is an error, never "last wins". ``spans``: for
+    each scalar value made (by identity), the value and where its nodes are in the text (what
+    manifest/parsed.py keeps a manifest's parse as)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.spans: Spans = {}
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        data = super().construct_object(node, deep=deep)
+        if isinstance(node, yaml.ScalarNode):
+            span = (node.start_mark.index, node.end_mark.index)
+            found = self.spans.setdefault(id(data), (data, {}))
+            if found[0] is data:  # (the value is held: its identity is never another's)
+                found[1][span] = None
+        return data
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -94,24 +109,34 @@ def _alias_problem(root: yaml.Node) -> str | None:
 
 def parse(text: str, path: Path) -> object:
     """Safe YAML (C parser when available) with duplicate keys and deep nesting refused."""
+    return parse_with_spans(text, path)[0]
+
+
+def parse_with_spans(text: str, path: Path) -> tuple[object, Spans]:
+    """:func:`parse`, and where each scalar value's nodes are in ``text`` (_Loader.spans)."""
     collecting = gc.isenabled()
     gc.disable()  # millions of new containers, no cycles: the collector only costs time here
+    loader = _Loader(text)
     try:
-        document = yaml.load(text, Loader=_Loader)  # _Loader is a safe loader
+        document = loader.get_single_data()  # _Loader is a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "malformed YAML"
         raise ManifestError([f"{path}: malformed YAML{where}: {problem}"]) from None
+    except ValueError as exc:  # a whole number past Python's 4300 digits, a date past 9999
+        raise ManifestError([f"{path}: malformed YAML: a value that cannot be read: "
+                             f"{str(exc).split(';')[0]}"]) from None
     except RecursionError:
         document = None
         deep: str | None = "(too deep to locate)"
     else:
         deep = too_deep(document)
     finally:
+        loader.dispose()
         if collecting:
             gc.enable()
     if deep is not None:
         raise ManifestError([f"{path}: {deep}: nested more than {MAX_DEPTH} levels deep; "
                              "a manifest never needs that"])
-    return document
+    return document, loader.spans
