@@ -20,6 +20,7 @@ import pytest
 
 from ascendpatch.shell import cli
 from tests.kit import make_demo_target, run_cli
+from tests.kit.smallfs import small_fs
 
 SAID = ("[FAIL] cannot write to standard output (No space left on device): what the command "
         "printed is incomplete; fix: free space where standard output goes, or send it to "
@@ -93,3 +94,53 @@ def test_in_process_each_run_says_only_its_own_failure(
     assert capsys.readouterr().err == SAID
     assert cli.main(["--site-packages", str(site), "status"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_a_short_write_to_a_small_disk_is_said_unbuffered_too(
+        tmp_path: Path, unbuffered: str) -> None:
+    """An 8 KiB tmpfs takes 8192 of the JSON document's 10,000-odd bytes: the write is short,
+    not an error. With PYTHONUNBUFFERED (set in many containers, and here) CPython's text
+    layer dropped the rest silently: exit 0, a cut document, nothing said (a review found it
+    on the first version)."""
+    with small_fs(tmp_path / "small", size_kb=8) as small:
+        with (small / "out.json").open("w") as out:
+            done = subprocess.run([sys.executable, "-m", "ascendpatch", "--json", "manifests"],
+                                  stdout=out, stderr=subprocess.PIPE, text=True, timeout=120,
+                                  check=False, env={**os.environ,
+                                                    "PYTHONUNBUFFERED": unbuffered})
+        written = (small / "out.json").stat().st_size
+    assert written < len(run_cli("--json", "manifests").out.encode())
+    assert done.returncode == 1
+    assert done.stderr == SAID
+
+
+def test_a_failure_of_stderr_is_not_said_to_be_stdouts(site: Path, tmp_path: Path) -> None:
+    """apply's recap goes to stderr; stderr on /dev/full, stdout a file that takes it all:
+    the output is whole, and nothing says it is not (the first version said stdout had
+    failed, and pointed the caller's stdout at /dev/null)."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    manifest = make_demo_target(site, tmp_path)
+    with (tmp_path / "out.txt").open("w") as out, open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "ascendpatch", "--site-packages",
+                               str(site), "--manifest", str(manifest), "apply"], stdout=out,
+                              stderr=full, timeout=120, check=False, env=os.environ)
+    assert done.returncode == 0
+    assert "[OK]" in (tmp_path / "out.txt").read_text()
+
+
+def test_an_error_that_is_not_a_full_disk_is_worded_for_itself(
+        site: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    class _Gone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(5, "Input/output error")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "stdout", _Gone())
+        assert cli.main(["--site-packages", str(site), "status"]) == 1
+    assert capsys.readouterr().err == (
+        "[FAIL] cannot write to standard output (Input/output error): what the command "
+        "printed is incomplete; fix: send standard output to a file or a pipe that takes it, "
+        "and run the command again\n")

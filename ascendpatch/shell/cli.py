@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import errno
 import os
 import shlex
 import sys
@@ -62,14 +63,8 @@ class _Parser(argparse.ArgumentParser):
         a full disk, it is said at the end (shell/streams.py)."""
         if not message:
             return
-        stream = file or sys.stderr
-        try:
-            stream.write(message)
-        except OSError as exc:
-            if stream is sys.stdout:
-                streams.stdout_failed(exc)
-        except AttributeError:
-            pass
+        with contextlib.suppress(AttributeError, OSError):  # (stdout: guarded, streams.py)
+            (file or sys.stderr).write(message)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         from ascendpatch.shell import output
@@ -145,22 +140,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The one error boundary (as pre-commit's error_handler): parser, command and rendering
     alike. Expected errors exit with their code and one line, bugs 3 with a log, Ctrl-C 130."""
     run = _Run(sys.argv[1:] if argv is None else list(argv))
-    streams.failure()  # (an earlier run's in this process is not this one's)
+    with streams.guarded():
+        code = _guarded(run)
+    return _unwritten(code, run.color)
+
+
+def _guarded(run: _Run) -> int:
     try:
-        code = _main(run)
+        return _main(run)
     except AscendpatchError as exc:
-        code = _fail(run, str(exc), exc.exit_code, details=exc.details)
+        return _fail(run, str(exc), exc.exit_code, details=exc.details)
     except KeyboardInterrupt as exc:
-        code = _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
+        return _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
     except Exception as exc:  # a bug, not a user error
         from ascendpatch.shell import crashlog
 
         log = crashlog.write(exc, run.words)
-        code = _fail(run, f"unexpected error: {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
+        return _fail(run, f"unexpected error: {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
                      log)
     finally:
         _stop_unfinished()
-    return _unwritten(code, run.color)
 
 
 def _unwritten(code: int, color: str = "auto") -> int:
@@ -173,10 +172,12 @@ def _unwritten(code: int, color: str = "auto") -> int:
     from ascendpatch.results import Level
     from ascendpatch.shell import output
 
+    fix = ("free space where standard output goes, or send it to another file"
+           if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else
+           "send standard output to a file or a pipe that takes it")
     with contextlib.suppress(Exception):  # (stderr on the same full disk: the code says it)
         output.line(Level.FAIL, f"cannot write to standard output ({exc.strerror or exc}): "
-                                "what the command printed is incomplete; fix: free space where "
-                                "standard output goes, or send it to another file, and run "
+                                f"what the command printed is incomplete; fix: {fix}, and run "
                                 "the command again", color=color, stream=sys.stderr)
         sys.stderr.flush()
     return code or EXIT_PROBLEMS
@@ -194,6 +195,7 @@ def entry() -> NoReturn:
     run``: :func:`_is_the_program`), the interpreter ends it as usual."""
     caller = sys._getframe(1)
     _standard_streams()
+    streams.whole_writes()
     try:
         code = main()
     except SystemExit as exc:  # argparse: --help, --version, a usage error
@@ -361,8 +363,8 @@ def _main(run: _Run) -> int:
         output.render(result, as_json=args.json, color=args.color, quiet=args.quiet,
                       streamed=True, invocation=reporter.invocation)
         sys.stdout.flush()
-    except OSError as exc:  # `ascendpatch status | head -1`: the reader has gone, be quiet;
-        streams.stdout_failed(exc)  # a full disk: said as the run ends (main)
+    except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
+        streams.silence_stdout()
     return result.exit_code
 
 

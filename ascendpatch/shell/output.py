@@ -356,7 +356,7 @@ class ConsoleReporter:
             self._stderr(level_line(Level.WARN, safe(text)))
 
     def item(self, item: Item, show_diff: bool = False) -> None:
-        if self.as_json or self.reader_gone:
+        if self.as_json or self.reader_gone or streams.gone():
             return
         if self.quiet and item.level not in _PROBLEMS:
             return

@@ -3,29 +3,43 @@
 A reader that has gone (``ascendpatch status | head -1``: a closed pipe) is not a failure: the
 run goes on quietly, as it always has. Any other failure to write stdout (a full disk, an I/O
 error: ``ascendpatch audit --json > report.json`` on a full volume) leaves the output
-incomplete: the run goes on (a command is never stopped half-way by its own output), writes
-nothing more there, and ends saying so on stderr with an exit code of at least 1
-(shell/cli.py). Before, such a run ended as an unexpected error (exit 3, a crash log on the
-same full disk), or, for ``--version``, silently with 0.
+incomplete: the run goes on (a command is never stopped half-way by its own output: for one
+run of main, stdout is :func:`guarded`), writes nothing more there, and ends saying so on
+stderr with an exit code of at least 1 (shell/cli.py). Before, such a run ended as an
+unexpected error (exit 3, a crash log on the same full disk), or, for ``--version``, silently
+with 0. stderr is guarded too: a remark it cannot take is dropped (there is nowhere left to
+say so; the result is stdout's), never a crash.
 
-Imported by the parser's path too: os and sys only.
+With ``PYTHONUNBUFFERED`` a short write (a full disk takes part of a line) was no error at
+all: :func:`whole_writes` puts a one-byte buffer under the text layers, which writes all or
+raises.
+
+Imported by the parser's path too: nothing heavier than io.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 _FAILED: list[OSError] = []  # this run's first failure to write stdout
+_GONE: list[bool] = []  # stdout pointed at /dev/null this run
 
 
 def silence_stdout() -> None:
     """Point stdout at /dev/null so that later writes and the final flush cannot fail again."""
+    _to_devnull(sys.stdout)
+
+
+def _to_devnull(stream: TextIO) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # not a real file (captured in tests)
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in tests)
         pass
     finally:
         os.close(devnull)
@@ -33,14 +47,90 @@ def silence_stdout() -> None:
 
 def stdout_failed(exc: OSError) -> None:
     """stdout could not take what was written: remembered (the first failure) for the end of
-    the run, and stdout pointed at /dev/null. ``exc`` a BrokenPipeError: only silenced."""
+    the run, and stdout pointed at /dev/null, where what its buffer still holds goes at the
+    next flush. ``exc`` a BrokenPipeError: only silenced."""
     if not isinstance(exc, BrokenPipeError) and not _FAILED:
         _FAILED.append(exc)
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()  # (a failed flush drops what it held: nothing is written twice)
+    _GONE.append(True)
     silence_stdout()
+
+
+def gone() -> bool:
+    """Whether stdout was pointed at /dev/null this run (what is still written goes nowhere)."""
+    return bool(_GONE)
 
 
 def failure() -> OSError | None:
     """The failure to write stdout since the last call, if any (forgotten once told)."""
     return _FAILED.pop() if _FAILED else None
+
+
+class _Guarded:
+    """sys.stdout (or sys.stderr) for the length of one run: a write or flush that fails is
+    handed to ``failed`` and not raised, so no command ever meets its own output's failure (an
+    OSError rising through a command could be taken for one of its target's). Everything else
+    is the stream's own."""
+
+    def __init__(self, stream: TextIO, failed: Callable[[OSError], None]) -> None:
+        self.stream = stream
+        self.failed = failed
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as exc:
+            self.failed(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            self.failed(exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _stderr_failed(exc: OSError) -> None:
+    """stderr could not take a remark (a full disk): there is nowhere left to say so, and the
+    result is stdout's; stderr goes to /dev/null for the rest of the run."""
+    del exc
+    _to_devnull(sys.stderr)
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """stdout and stderr guarded (:class:`_Guarded`) for the block: one run of main."""
+    _FAILED.clear()  # (an earlier run's in this process is not this one's)
+    _GONE.clear()
+    streams = {name: getattr(sys, name) for name in ("stdout", "stderr")}
+    guards = {name: _Guarded(stream, stdout_failed if name == "stdout" else _stderr_failed)
+              for name, stream in streams.items() if stream is not None}
+    for name, guard in guards.items():
+        setattr(sys, name, guard)
+    try:
+        yield
+    finally:
+        for name, guard in guards.items():
+            if getattr(sys, name) is guard:
+                setattr(sys, name, streams[name])
+
+
+def whole_writes() -> None:
+    """With ``PYTHONUNBUFFERED`` (or ``-u``), stdout's and stderr's text layers write straight
+    to the file, and CPython's text layer does not write again after a short write: on a full
+    disk or a non-blocking pipe, the rest of a line is dropped without an error (exit 0, the
+    output cut). Each gets a buffer of one byte in between, which writes all or raises, as
+    the buffered streams do, and is as unbuffered."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if not isinstance(getattr(stream, "buffer", None), io.RawIOBase):
+            continue
+        try:  # (a file of its own on the same descriptor, never closing it)
+            raw = io.FileIO(stream.fileno(), "w", closefd=False)
+            setattr(sys, name, io.TextIOWrapper(
+                io.BufferedWriter(raw, buffer_size=1), encoding=stream.encoding,
+                errors=stream.errors, line_buffering=stream.line_buffering, write_through=True))
+        except (OSError, ValueError):
+            continue
