@@ -384,6 +384,24 @@ def test_a_text_with_a_byte_order_mark_is_not_kept(tmp_path: Path) -> None:
     assert _kept() == []
 
 
+def test_a_kept_file_that_spells_more_than_the_text_holds_is_parsed_again(
+        tmp_path: Path) -> None:
+    """A kept file of 64 KiB whose word table repeats the whole text 5,000 times (4 GB made
+    for a 1 MB manifest, found by a review): given up once the characters made pass four
+    times the text, and the text is parsed."""
+    text = GOOD + "description: " + "x" * 200_000 + "\n"
+    path = tmp_path / "m.yaml"
+    path.write_text(text, encoding="utf-8")
+    first = _read(path, settled=True)
+    first.keep()
+    where = _where(path)
+    kept = json.loads(where.read_text())
+    kept["words"] = [[[0, len(text) - i]] for i in range(5_000)]
+    kept["document"] = ["l", [["w", i] for i in range(5_000)]]
+    where.write_text(json.dumps(kept))
+    assert _read(path, settled=True).document == yaml.safe_load(text)
+
+
 def test_a_fifo_or_link_where_the_kept_file_goes_is_parsed_around(tmp_path: Path) -> None:
     path = _write(tmp_path / "m.yaml", GOOD)
     where = _where(path)

@@ -267,6 +267,15 @@ class _Spelling:
         self.text = text
         self.words = words
         self.made: dict[Any, str] = {}
+        # characters made: a real document makes its text's once at most (aliases share)
+        self.budget = _kept_bound(text)
+
+    def _made(self, key: Any, made: str) -> str:
+        self.budget -= len(made)
+        if self.budget < 0:
+            raise ValueError("places that spell more than the text holds")
+        self.made[key] = made
+        return made
 
     def place(self, at: Any, length: Any) -> str:
         if type(at) is not int or type(length) is not int or not \
@@ -275,7 +284,7 @@ class _Spelling:
         key = (at, length)
         made = self.made.get(key)
         if made is None:
-            made = self.made[key] = self.text[at:at + length]
+            made = self._made(key, self.text[at:at + length])
         return made
 
     def folded(self, index: Any) -> str:
@@ -283,7 +292,7 @@ class _Spelling:
             raise ValueError("not a word")
         made = self.made.get(index)
         if made is None:
-            made = self.made[index] = "".join(self.part(part) for part in self.words[index])
+            made = self._made(index, "".join(self.part(part) for part in self.words[index]))
         return made
 
     def part(self, part: Any) -> str:
