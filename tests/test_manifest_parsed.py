@@ -363,7 +363,7 @@ def test_a_whole_number_python_will_not_read_is_exit_2_in_one_line(tmp_path: Pat
     (tmp_path / "site").mkdir()
     done = run_cli("--manifest", path, "status", "--site-packages", tmp_path / "site")
     assert done.code == 2
-    assert "a value that cannot be read: Exceeds the limit (4300 digits)" in done.err
+    assert "a value that cannot be read: Exceeds the limit (4300" in done.err  # (3.10: no "digits")
     assert len(done.err.strip().splitlines()) == 1 and "unexpected" not in done.err
 
 

@@ -23,7 +23,7 @@ import contextlib
 import io
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 _FAILED: list[OSError] = []  # this run's first failure to write stdout
@@ -81,6 +81,10 @@ class _Guarded:
         except OSError as exc:
             self.failed(exc)
             return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         try:
