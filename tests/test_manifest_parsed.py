@@ -190,6 +190,7 @@ def test_an_invalid_manifest_leaves_nothing_behind(tmp_path: Path, text: str) ->
     ("name: x\ndescription: 2024-01-01\n", False),  # a date
     ("name: x\ndescription: !!binary aGVsbG8=\n", False),
     ('name: "tab\\there"\n', True),  # an escaped white space
+    ('name: "unit\\x1fsep"\n', False),  # white space only an escape gives
     ("name: >\n  folded\n  lines\n", True),  # folded from several lines: kept as its words
     ("name: a plain scalar\n  over two lines\n", True),
     ("name: 'quoted\n\n  with a break'\n", True),
@@ -318,11 +319,18 @@ def test_a_place_never_points_into_another_value(tmp_path: Path) -> None:
     anywhere: three of the token's characters)."""
     token = "hf_k2Rz8q1"
     text = (f"name: x\nenv:\n  HF_TOKEN: {token}\nlaunch:\n  a: 1\n  b: 8\n  c: 2\n"
-            "  d: [z, q, R]\n  e: >\n    q z\n    8 1\n")
+            "  d: [z, q, R]\n  e: >\n    q z\n    8 1\n"
+            # a block scalar's header comment, an anchor, a tag, quotes (the third review:
+            # node marks cover them, and places pointed into them)
+            "  f: > # zq8 1R\n    z\n    q\n  g: &z8q1 z\n  h: !!str 8\n  i: 'q'\n")
     path = _write(tmp_path / "m.yaml", text)
     manifest = loader.load(str(path))
     start = text.index(token)
-    inside = range(start, start + len(token))
+    quoted = text.index("'q'")
+    forbidden = [range(start, start + len(token)), range(quoted, quoted + 1),
+                 range(quoted + 2, quoted + 3)] + [
+        range(at, at + len(word)) for word in ("# zq8 1R", "&z8q1", "!!str")
+        for at in [text.index(word)]]
     kept = json.loads(_kept()[0].read_text())
     places: list[list[int]] = []
 
@@ -339,7 +347,8 @@ def test_a_place_never_points_into_another_value(tmp_path: Path) -> None:
     collect(kept["document"])
     places += [part for parts in kept["words"] for part in parts if isinstance(part, list)]
     assert len(places) > 10
-    assert all(at not in inside or text[at:at + n] == token for at, n in places)
+    assert all(at not in inside or text[at:at + n] == token
+               for at, n in places for inside in forbidden)
     assert loader.load(str(path)) == manifest
 
 
@@ -396,10 +405,12 @@ def test_a_kept_file_that_spells_more_than_the_text_holds_is_parsed_again(
     first.keep()
     where = _where(path)
     kept = json.loads(where.read_text())
-    kept["words"] = [[[0, len(text) - i]] for i in range(5_000)]
-    kept["document"] = ["l", [["w", i] for i in range(5_000)]]
-    where.write_text(json.dumps(kept))
-    assert _read(path, settled=True).document == yaml.safe_load(text)
+    for words, document in (
+            ([[[0, len(text) - i]] for i in range(5_000)], ["l", [["w", i] for i in range(5_000)]]),
+            ([[[0, len(text)]] * 5_000], ["w", 0])):  # one entry, one place 5,000 times
+        kept["words"], kept["document"] = words, document
+        where.write_text(json.dumps(kept))
+        assert _read(path, settled=True).document == yaml.safe_load(text)
 
 
 def test_a_fifo_or_link_where_the_kept_file_goes_is_parsed_around(tmp_path: Path) -> None:

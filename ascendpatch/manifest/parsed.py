@@ -9,10 +9,14 @@ never imports PyYAML.
 
 The kept file holds no character of the manifest. Each key and value is kept as where it is in
 the text (an offset and a length: a string as it appears there, a number as Python spells it),
-looked for only inside the text of the very nodes that made it (the parser's marks), so that a
-place never points into another value; the run that takes it slices them from the text it has
-just read. A string folded from several lines is kept once, in a word table, as its words'
-places and the white space between them; true, false and null are kept as themselves. A secret
+looked for only inside the content of the very nodes that made it (the parser's marks, without
+an anchor, a tag, quotes or a block scalar's header line and its comment), so that a place
+never points into another value or a comment; the run that takes it slices them from the text
+it has just read. A string folded from several lines is kept once, in a word table, as its
+words' places and the spaces, tabs and line breaks between them; true, false and null are kept
+as themselves. (A one-letter string or a small number is one object wherever it occurs, so its
+place may be another node's with the same value: that two short values are equal is all it
+tells.) A secret
 in a manifest (an ``env`` token, an ``--api-key`` in ``launch``, a password anywhere) never
 reaches the cache, nor does a digest of the text (a short secret could be guessed from one):
 the file is known unchanged by its stat, as the target's cached report is
@@ -58,6 +62,7 @@ MAX_KEPT_TEXT = 1 << 20  # the bundled manifests are a few KB
 MAX_KEPT_NODES = 1 << 20  # values the kept document writes out (aliases repeat theirs)
 _MISSING = object()
 _WHITE = re.compile(r"(\s+)")
+_SPACING = " \t\n"  # the white space a folded string is kept with as itself
 
 Stat = list[int]
 # id(value) -> (the value, {(start, end) of each node that made it: None}): yamlparse's marks
@@ -228,6 +233,8 @@ class _Places:
             if not part:
                 continue
             if part.isspace():
+                if part.strip(_SPACING):  # (\x1f, \u3000: only from an escape)
+                    return None
                 parts.append(part)
                 continue
             at = self.text.find(part, start, end)
@@ -292,12 +299,15 @@ class _Spelling:
             raise ValueError("not a word")
         made = self.made.get(index)
         if made is None:
-            made = self._made(index, "".join(self.part(part) for part in self.words[index]))
+            parts = [self.part(part) for part in self.words[index]]
+            if sum(map(len, parts)) > self.budget:  # (before the join makes them one string)
+                raise ValueError("places that spell more than the text holds")
+            made = self._made(index, "".join(parts))
         return made
 
     def part(self, part: Any) -> str:
         if isinstance(part, str):
-            if not part.isspace():
+            if not part or part.strip(_SPACING):
                 raise ValueError("a word kept as itself")
             return part
         at, length = part

@@ -24,6 +24,24 @@ MAX_ALIAS_VALUES = 100_000
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+def _content(text: str, node: yaml.ScalarNode) -> tuple[int, int]:
+    """Where a scalar's own content is in ``text``: its node's marks without the anchor and
+    the tag before it (``&a !tag``), a quoted scalar's quotes, and a block scalar's header
+    line (``|`` or ``>`` and any comment after it), which hold none of its value."""
+    start, end = node.start_mark.index, node.end_mark.index
+    while start < end and text[start] in "&!":  # an anchor or a tag, then white space
+        while start < end and not text[start].isspace():
+            start += 1
+        while start < end and text[start] in " \t\r\n":
+            start += 1
+    if node.style in ("'", '"'):
+        return start + 1, max(start + 1, end - 1)
+    if node.style in ("|", ">"):
+        newline = text.find("\n", start, end)
+        return (newline + 1 if newline >= 0 else end), end
+    return start, end
+
+
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """Safe loading, with libyaml's C parser when PyYAML has it (a 60 MB manifest in seconds
     instead of minutes), and a duplicate key is an error, never "last wins". ``spans``: for
@@ -32,15 +50,15 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
+        self.text = stream
         self.spans: Spans = {}
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         data = super().construct_object(node, deep=deep)
         if isinstance(node, yaml.ScalarNode):
-            span = (node.start_mark.index, node.end_mark.index)
             found = self.spans.setdefault(id(data), (data, {}))
             if found[0] is data:  # (the value is held: its identity is never another's)
-                found[1][span] = None
+                found[1][_content(self.text, node)] = None
         return data
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
