@@ -144,3 +144,76 @@ def test_an_error_that_is_not_a_full_disk_is_worded_for_itself(
         "[FAIL] cannot write to standard output (Input/output error): what the command "
         "printed is incomplete; fix: send standard output to a file or a pipe that takes it, "
         "and run the command again\n")
+
+
+_ORDER = """
+import subprocess, sys
+from ascendpatch.shell import streams
+if sys.argv[1] == "whole":
+    streams.whole_writes()
+print("out1"); print("err1", file=sys.stderr)
+print("out2"); sys.stderr.write("x"); print("err2", file=sys.stderr)
+subprocess.run(["echo", "child"])
+print("out3")
+"""
+
+
+def test_whole_writes_keep_an_unbuffered_runs_order(tmp_path: Path) -> None:
+    """Unbuffered stays unbuffered: lines of stdout, stderr and a child on one pipe come in
+    the order they were written, as with the interpreter's own -u streams (the first
+    version's one-byte buffer held print's lone newline back: `out1err1`)."""
+    def run(mode: str) -> str:
+        return subprocess.run([sys.executable, "-c", _ORDER, mode], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, check=True, timeout=60,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"}).stdout
+
+    assert run("whole") == run("as-is") == "out1\nerr1\nout2\nxerr2\nchild\nout3\n"
+
+
+def test_a_full_non_blocking_pipe_is_waited_on_not_cut(tmp_path: Path) -> None:
+    """A non-blocking pipe of 4 KiB, read slowly: the unbuffered run waits for room and
+    writes the whole document (it kept 4096 of its 10,947 bytes and exited 0 before)."""
+    import fcntl
+    import threading
+    import time
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, 1031, 4096)  # F_SETPIPE_SZ
+    os.set_blocking(write, False)
+    got = bytearray()
+
+    def slowly() -> None:
+        while chunk := os.read(read, 1024):
+            got.extend(chunk)
+            time.sleep(0.005)
+
+    reader = threading.Thread(target=slowly)
+    reader.start()
+    try:
+        done = subprocess.run([sys.executable, "-m", "ascendpatch", "--json", "manifests"],
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=120,
+                              check=False, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    finally:
+        os.close(write)
+        reader.join()
+        os.close(read)
+    assert done.returncode == 0, done.stderr
+    assert bytes(got).decode() == run_cli("--json", "manifests").out
+
+
+def test_without_dev_null_a_failed_output_is_dropped_not_raised(
+        site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A chroot without /dev/null: stdout cannot be pointed there once it fails, and later
+    writes are dropped by the guard itself, never raised into the command."""
+    real_open = os.open
+
+    def no_devnull(path: str | bytes | os.PathLike[str], *args: int) -> int:
+        if os.fsdecode(path) == os.devnull:
+            raise FileNotFoundError(2, "No such file or directory", os.devnull)
+        return real_open(path, *args)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "open", no_devnull)
+        patched.setattr(sys, "stdout", _Full())
+        assert cli.main(["--site-packages", str(site), "status"]) == 1
+    assert capsys.readouterr().err == SAID

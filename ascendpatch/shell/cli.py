@@ -140,8 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The one error boundary (as pre-commit's error_handler): parser, command and rendering
     alike. Expected errors exit with their code and one line, bugs 3 with a log, Ctrl-C 130."""
     run = _Run(sys.argv[1:] if argv is None else list(argv))
-    with streams.guarded():
-        code = _guarded(run)
+    try:
+        with streams.guarded():
+            code = _guarded(run)
+    except SystemExit as exc:  # argparse: --help, --version, a usage error
+        if exc.code is None or isinstance(exc.code, int):
+            told = _unwritten(exc.code or 0, run.color)  # (--help into a full disk)
+            if told != (exc.code or 0):
+                raise SystemExit(told) from None
+        raise
     return _unwritten(code, run.color)
 
 
@@ -359,12 +366,10 @@ def _main(run: _Run) -> int:
     with progress.reporting(reporter):
         result = _dispatch(args)
     run.finished = True
-    try:
-        output.render(result, as_json=args.json, color=args.color, quiet=args.quiet,
-                      streamed=True, invocation=reporter.invocation)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `ascendpatch status | head -1`: the reader has gone; be quiet
-        streams.silence_stdout()
+    # (stdout and stderr are guarded here, main: `| head -1`, a full disk never raise)
+    output.render(result, as_json=args.json, color=args.color, quiet=args.quiet,
+                  streamed=True, invocation=reporter.invocation)
+    sys.stdout.flush()
     return result.exit_code
 
 

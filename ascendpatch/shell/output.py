@@ -284,7 +284,6 @@ class ConsoleReporter:
         self.animate = (not quiet and _isatty(sys.stderr) and use_color(color, sys.stderr))
         # without a spinner (a pipe, a CI log, NO_COLOR) a long step says it is alive, on stderr
         self.beat = 0.0 if as_json or quiet or self.animate else heartbeat_interval()
-        self.reader_gone = False
         self._noticed: set[str] = set()
         self._live: Any = None
         self._depth = 0
@@ -356,16 +355,11 @@ class ConsoleReporter:
             self._stderr(level_line(Level.WARN, safe(text)))
 
     def item(self, item: Item, show_diff: bool = False) -> None:
-        if self.as_json or self.reader_gone or streams.gone():
+        # `ascendpatch apply | head -1`, a full disk: stdout is guarded (cli.main, streams.py),
+        # the command goes on, and once stdout is gone nothing more is rendered for it
+        if self.as_json or streams.gone():
             return
         if self.quiet and item.level not in _PROBLEMS:
             return
-        try:
-            render_item(_console(None, self.color), item, show_diff, self.invocation)
-            sys.stdout.flush()
-        except BrokenPipeError:  # `ascendpatch apply | head -1`: the command goes on, quietly
-            self.reader_gone = True
-            streams.silence_stdout()
-        except OSError as exc:  # a full disk: the command goes on; said when it ends
-            self.reader_gone = True
-            streams.stdout_failed(exc)
+        render_item(_console(None, self.color), item, show_diff, self.invocation)
+        sys.stdout.flush()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import select
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
@@ -36,13 +37,14 @@ def silence_stdout() -> None:
 
 
 def _to_devnull(stream: TextIO) -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, stream.fileno())
-    except (OSError, ValueError, AttributeError):  # not a real file (captured in tests)
-        pass
-    finally:
-        os.close(devnull)
+    """``stream``'s descriptor onto /dev/null; nothing where that cannot be (no /dev/null in a
+    chroot, no descriptor left, not a real file: captured in tests)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
 
 
 def stdout_failed(exc: OSError) -> None:
@@ -74,23 +76,32 @@ class _Guarded:
     def __init__(self, stream: TextIO, failed: Callable[[OSError], None]) -> None:
         self.stream = stream
         self.failed = failed
+        self.dropped = False  # (after a failure: even where /dev/null cannot stand in)
 
     def write(self, text: str) -> int:
+        if self.dropped:
+            return len(text)
         try:
             return self.stream.write(text)
         except OSError as exc:
-            self.failed(exc)
+            self._failed(exc)
             return len(text)
+
+    def _failed(self, exc: OSError) -> None:
+        self.dropped = True
+        self.failed(exc)
 
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 
     def flush(self) -> None:
+        if self.dropped:
+            return
         try:
             self.stream.flush()
         except OSError as exc:
-            self.failed(exc)
+            self._failed(exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
@@ -121,20 +132,52 @@ def guarded() -> Iterator[None]:
                 setattr(sys, name, streams[name])
 
 
+class _Whole(io.RawIOBase):
+    """A descriptor written whole, unbuffered: each write is ``os.write`` again until all of it
+    is written (a short write is no error), and a non-blocking descriptor that is full is
+    waited on until it takes more. The descriptor is not closed with it."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self.fd)
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                done += os.write(self.fd, view[done:])
+            except BlockingIOError:
+                select.select([], [self.fd], [])
+        return done
+
+    def close(self) -> None:  # (the process's descriptor: never closed here)
+        if not self.closed:
+            super().close()
+
+
 def whole_writes() -> None:
     """With ``PYTHONUNBUFFERED`` (or ``-u``), stdout's and stderr's text layers write straight
-    to the file, and CPython's text layer does not write again after a short write: on a full
-    disk or a non-blocking pipe, the rest of a line is dropped without an error (exit 0, the
-    output cut). Each gets a buffer of one byte in between, which writes all or raises, as
-    the buffered streams do, and is as unbuffered."""
+    to the file, and CPython's does not write again after a short write: on a full disk or a
+    non-blocking pipe, the rest of a line was dropped without an error (exit 0, the output
+    cut). Each gets a raw writer that writes all or raises (:class:`_Whole`), still
+    unbuffered: lines keep their order with a child's output on the same descriptor."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if not isinstance(getattr(stream, "buffer", None), io.RawIOBase):
             continue
-        try:  # (a file of its own on the same descriptor, never closing it)
-            raw = io.FileIO(stream.fileno(), "w", closefd=False)
+        try:
             setattr(sys, name, io.TextIOWrapper(
-                io.BufferedWriter(raw, buffer_size=1), encoding=stream.encoding,
-                errors=stream.errors, line_buffering=stream.line_buffering, write_through=True))
+                _Whole(stream.fileno()), encoding=stream.encoding, errors=stream.errors,
+                line_buffering=stream.line_buffering, write_through=True))
         except (OSError, ValueError):
             continue
