@@ -282,6 +282,16 @@ def _where(path: Path) -> Path:
     return catalog.cache_dir() / "manifests" / f"{checksums(str(path.absolute()))}.json"
 
 
+def _kept_of(folder: Path, text: str) -> tuple[Path, Path, dict[str, Any]]:
+    """A manifest of ``text`` read and kept (as if minutes old): its path, where its kept
+    parse is, and that kept file's JSON, for a test to change and write back."""
+    path = folder / "m.yaml"
+    path.write_text(text, encoding="utf-8")
+    _read(path, settled=True).keep()
+    where = _where(path)
+    return path, where, json.loads(where.read_text())
+
+
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(node=st.recursive(
@@ -295,12 +305,7 @@ def test_a_kept_document_of_the_right_key_but_any_shape_is_parsed_again(
     """Even one naming this very file's stat and parser: places outside the text, numbers
     that are not, keys that are lists; never an exception, and only the true parse or a
     document the places spell."""
-    path = tmp_path / "m.yaml"
-    path.write_text(GOOD, encoding="utf-8")
-    first = _read(path, settled=True)
-    first.keep()
-    where = _where(path)
-    kept = json.loads(where.read_text())
+    path, where, kept = _kept_of(tmp_path, GOOD)
     kept["document"] = node
     kept["words"] = [[[0, 4], " ", [6, 4]], ["x"]]  # "name kept"; a word kept as itself
     where.write_text(json.dumps(kept))
@@ -399,12 +404,7 @@ def test_a_kept_file_that_spells_more_than_the_text_holds_is_parsed_again(
     for a 1 MB manifest, found by a review): given up once the characters made pass four
     times the text, and the text is parsed."""
     text = GOOD + "description: " + "x" * 200_000 + "\n"
-    path = tmp_path / "m.yaml"
-    path.write_text(text, encoding="utf-8")
-    first = _read(path, settled=True)
-    first.keep()
-    where = _where(path)
-    kept = json.loads(where.read_text())
+    path, where, kept = _kept_of(tmp_path, text)
     for words, document in (
             ([[[0, len(text) - i]] for i in range(5_000)], ["l", [["w", i] for i in range(5_000)]]),
             ([[[0, len(text)]] * 5_000], ["w", 0])):  # one entry, one place 5,000 times
