@@ -217,3 +217,22 @@ def test_without_dev_null_a_failed_output_is_dropped_not_raised(
         patched.setattr(sys, "stdout", _Full())
         assert cli.main(["--site-packages", str(site), "status"]) == 1
     assert capsys.readouterr().err == SAID
+
+
+def test_remember_into_a_full_disk_writes_the_config_and_says_only_stdout_failed(
+        tmp_path: Path) -> None:
+    """install.sh's helper (python -m ascendpatch.shell.remember) wrote the config, then took
+    its own stdout's OSError for the config's: a traceback, and "config ... not written"."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("XDG_CONFIG_HOME", None)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "ascendpatch.shell.remember", "--python",
+                               sys.executable], stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120, check=False, env=env)
+    assert done.returncode == 1
+    assert done.stderr == SAID
+    assert (home / ".config" / "ascendpatch" / "config.toml").is_file()

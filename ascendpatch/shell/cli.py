@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import errno
 import os
 import shlex
 import sys
@@ -21,7 +20,6 @@ from typing import IO, TYPE_CHECKING, NoReturn
 from ascendpatch import __version__
 from ascendpatch.errors import (
     EXIT_INTERRUPTED,
-    EXIT_PROBLEMS,
     EXIT_UNEXPECTED,
     EXIT_USAGE,
     AscendpatchError,
@@ -145,11 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = _guarded(run)
     except SystemExit as exc:  # argparse: --help, --version, a usage error
         if exc.code is None or isinstance(exc.code, int):
-            told = _unwritten(exc.code or 0, run.color)  # (--help into a full disk)
+            told = streams.said(exc.code or 0, run.color)  # (--help into a full disk)
             if told != (exc.code or 0):
                 raise SystemExit(told) from None
         raise
-    return _unwritten(code, run.color)
+    return streams.said(code, run.color)
 
 
 def _guarded(run: _Run) -> int:
@@ -167,27 +165,6 @@ def _guarded(run: _Run) -> int:
                      log)
     finally:
         _stop_unfinished()
-
-
-def _unwritten(code: int, color: str = "auto") -> int:
-    """The exit code once a failure to write stdout (shell/streams.py) is said: one [FAIL]
-    line on stderr (never stdout, even with --json), and at least 1, since what was asked
-    for was not all shown."""
-    exc = streams.failure()
-    if exc is None:
-        return code
-    from ascendpatch.results import Level
-    from ascendpatch.shell import output
-
-    fix = ("free space where standard output goes, or send it to another file"
-           if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else
-           "send standard output to a file or a pipe that takes it")
-    with contextlib.suppress(Exception):  # (stderr on the same full disk: the code says it)
-        output.line(Level.FAIL, f"cannot write to standard output ({exc.strerror or exc}): "
-                                f"what the command printed is incomplete; fix: {fix}, and run "
-                                "the command again", color=color, stream=sys.stderr)
-        sys.stderr.flush()
-    return code or EXIT_PROBLEMS
 
 
 def entry() -> NoReturn:
@@ -260,7 +237,7 @@ def _leave(code: int) -> NoReturn:
     if run_exit_handlers is None or _threads_running() or _inspect_after():
         raise SystemExit(code)
     _flush_or_fall_back(code, before_interrupt=run_exit_handlers, own=True)
-    code = _unwritten(code)  # (--version into a full disk: only its flush fails)
+    code = streams.said(code)  # (--version into a full disk: only its flush fails)
     run_exit_handlers()
     _end(code)
 

@@ -42,4 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ascendpatch.shell import streams
+
+    raise SystemExit(streams.run(main))

@@ -14,18 +14,21 @@ With ``PYTHONUNBUFFERED`` a short write (a full disk takes part of a line) was n
 all: :func:`whole_writes` puts a one-byte buffer under the text layers, which writes all or
 raises.
 
-Imported by the parser's path too: nothing heavier than io.
+Imported by the parser's path too: nothing heavier than io (and errors' constants).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import select
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
+
+from ascendpatch.errors import EXIT_PROBLEMS
 
 _FAILED: list[OSError] = []  # this run's first failure to write stdout
 _GONE: list[bool] = []  # stdout pointed at /dev/null this run
@@ -65,6 +68,39 @@ def gone() -> bool:
 def failure() -> OSError | None:
     """The failure to write stdout since the last call, if any (forgotten once told)."""
     return _FAILED.pop() if _FAILED else None
+
+
+def said(code: int, color: str = "auto") -> int:
+    """The exit code once a failure to write stdout is said: one [FAIL] line on stderr
+    (never stdout, even with --json), and at least 1, since what was asked for was not all
+    shown."""
+    exc = failure()
+    if exc is None:
+        return code
+    from ascendpatch.results import Level
+    from ascendpatch.shell import output
+
+    fix = ("free space where standard output goes, or send it to another file"
+           if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else
+           "send standard output to a file or a pipe that takes it")
+    with contextlib.suppress(Exception):  # (stderr on the same full disk: the code says it)
+        output.line(Level.FAIL, f"cannot write to standard output ({exc.strerror or exc}): "
+                                f"what the command printed is incomplete; fix: {fix}, and run "
+                                "the command again", color=color, stream=sys.stderr)
+        sys.stderr.flush()
+    return code or EXIT_PROBLEMS
+
+
+def run(main: Callable[[], int]) -> int:
+    """A helper's entry point (``python -m ascendpatch.shell.remember``, ``.completion``) run
+    as shell/cli.py runs a command: whole writes, both streams guarded, a stdout that failed
+    said at the end (before, its OSError was taken by the helper for its own: remember said
+    "config not written" of a config it had written)."""
+    whole_writes()
+    with guarded():
+        code = main()
+        sys.stdout.flush()
+    return said(code)
 
 
 class _Guarded:
