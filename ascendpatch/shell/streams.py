@@ -30,8 +30,15 @@ from typing import Any, TextIO
 
 from ascendpatch.errors import EXIT_PROBLEMS
 
-_FAILED: list[OSError] = []  # this run's first failure to write stdout
-_GONE: list[bool] = []  # stdout pointed at /dev/null this run
+
+class _Run:
+    """What this run's stdout has met (one run of main: :func:`guarded` starts it afresh)."""
+
+    failed: OSError | None = None  # the first failure to write it (not a closed pipe)
+    gone = False  # pointed at /dev/null: what is still written goes nowhere
+
+
+_run = _Run()
 
 
 def silence_stdout() -> None:
@@ -54,20 +61,21 @@ def stdout_failed(exc: OSError) -> None:
     """stdout could not take what was written: remembered (the first failure) for the end of
     the run, and stdout pointed at /dev/null, where what its buffer still holds goes at the
     next flush. ``exc`` a BrokenPipeError: only silenced."""
-    if not isinstance(exc, BrokenPipeError) and not _FAILED:
-        _FAILED.append(exc)
-    _GONE.append(True)
+    if not isinstance(exc, BrokenPipeError) and _run.failed is None:
+        _run.failed = exc
+    _run.gone = True
     silence_stdout()
 
 
 def gone() -> bool:
     """Whether stdout was pointed at /dev/null this run (what is still written goes nowhere)."""
-    return bool(_GONE)
+    return _run.gone
 
 
 def failure() -> OSError | None:
     """The failure to write stdout since the last call, if any (forgotten once told)."""
-    return _FAILED.pop() if _FAILED else None
+    exc, _run.failed = _run.failed, None
+    return exc
 
 
 def said(code: int, color: str = "auto") -> int:
@@ -153,8 +161,8 @@ def _stderr_failed(exc: OSError) -> None:
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
     """stdout and stderr guarded (:class:`_Guarded`) for the block: one run of main."""
-    _FAILED.clear()  # (an earlier run's in this process is not this one's)
-    _GONE.clear()
+    global _run
+    _run = _Run()  # (an earlier run's in this process is not this one's)
     streams = {name: getattr(sys, name) for name in ("stdout", "stderr")}
     guards = {name: _Guarded(stream, stdout_failed if name == "stdout" else _stderr_failed)
               for name, stream in streams.items() if stream is not None}
