@@ -75,13 +75,13 @@ def _read(path: Path, settled: bool = False) -> parsed.Reading:
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every text the parser (PyYAML) parses."""
     calls: list[str] = []
-    real = yamlparse.parse_with_spans
+    real = yamlparse.parse
 
-    def counted(text: str, where: Path) -> tuple[object, parsed.Spans]:
+    def counted(text: str, where: Path, spans: parsed.Spans | None = None) -> object:
         calls.append(text)
-        return real(text, where)
+        return real(text, where, spans)
 
-    monkeypatch.setattr(yamlparse, "parse_with_spans", counted)
+    monkeypatch.setattr(yamlparse, "parse", counted)
     return calls
 
 
@@ -254,7 +254,8 @@ def test_a_kept_parse_is_what_pyyaml_gives_type_for_type(
     assert _typed(first.document) == expected
     first.keep()
     assert _typed(_read(path, settled=True).document) == expected  # kept, where it could be
-    document, spans = yamlparse.parse_with_spans(text, path)
+    spans: parsed.Spans = {}
+    document = yamlparse.parse(text, path, spans)
     places = parsed.encoded(document, text, spans)
     if places is not None:
         assert _typed(parsed.decoded(places, text)) == expected

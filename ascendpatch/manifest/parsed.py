@@ -113,10 +113,11 @@ def read(text: str, path: Path, info: os.stat_result, since: int) -> Reading:
             return Reading(kept)
     from ascendpatch.manifest import yamlparse
 
-    document, spans = yamlparse.parse_with_spans(text, path)
     if (place is None or len(text) > MAX_KEPT_TEXT or text.startswith("\ufeff")
             or racy(info.st_mtime_ns, info.st_ctime_ns, since)):
-        return Reading(document)  # (after a BOM, libyaml's marks are one character short)
+        return Reading(yamlparse.parse(text, path))  # (after a BOM, libyaml's marks are short)
+    spans: Spans = {}
+    document = yamlparse.parse(text, path, spans)
     where, parser = place
     return Reading(document, lambda: _save(where, stat, parser, text, document, spans))
 

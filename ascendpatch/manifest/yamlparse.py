@@ -48,14 +48,14 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     each scalar value made (by identity), the value and where its nodes are in the text (what
     manifest/parsed.py keeps a manifest's parse as)."""
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, spans: Spans | None = None) -> None:
         super().__init__(stream)
         self.text = stream
-        self.spans: Spans = {}
+        self.spans = spans  # (None: not recorded, a parse that will not be kept)
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         data = super().construct_object(node, deep=deep)
-        if isinstance(node, yaml.ScalarNode):
+        if self.spans is not None and isinstance(node, yaml.ScalarNode):
             found = self.spans.setdefault(id(data), (data, {}))
             if found[0] is data:  # (the value is held: its identity is never another's)
                 found[1][_content(self.text, node)] = None
@@ -125,16 +125,14 @@ def _alias_problem(root: yaml.Node) -> str | None:
     return None
 
 
-def parse(text: str, path: Path) -> object:
-    """Safe YAML (C parser when available) with duplicate keys and deep nesting refused."""
-    return parse_with_spans(text, path)[0]
-
-
-def parse_with_spans(text: str, path: Path) -> tuple[object, Spans]:
-    """:func:`parse`, and where each scalar value's nodes are in ``text`` (_Loader.spans)."""
+def parse(text: str, path: Path, spans: Spans | None = None) -> object:
+    """Safe YAML (C parser when available) with duplicate keys and deep nesting refused;
+    ``spans``, when given, filled with where each scalar value's nodes are in ``text``
+    (_Loader.spans: what manifest/parsed.py keeps a parse as; a parse not to be kept, such
+    as a rules file's or a 60 MB manifest's, records none)."""
     collecting = gc.isenabled()
     gc.disable()  # millions of new containers, no cycles: the collector only costs time here
-    loader = _Loader(text)
+    loader = _Loader(text, spans)
     try:
         document = loader.get_single_data()  # _Loader is a safe loader
     except yaml.YAMLError as exc:
@@ -157,4 +155,4 @@ def parse_with_spans(text: str, path: Path) -> tuple[object, Spans]:
     if deep is not None:
         raise ManifestError([f"{path}: {deep}: nested more than {MAX_DEPTH} levels deep; "
                              "a manifest never needs that"])
-    return document, loader.spans
+    return document
