@@ -10,9 +10,9 @@ unexpected error (exit 3, a crash log on the same full disk), or, for ``--versio
 with 0. stderr is guarded too: a remark it cannot take is dropped (there is nowhere left to
 say so; the result is stdout's), never a crash.
 
-With ``PYTHONUNBUFFERED`` a short write (a full disk takes part of a line) was no error at
-all: :func:`whole_writes` puts a one-byte buffer under the text layers, which writes all or
-raises.
+A short write (a full disk takes part of a line) with ``PYTHONUNBUFFERED`` was no error at
+all, and a pipe another process made non-blocking was one when full: :func:`whole_writes`
+puts a writer under both text layers that writes all (waiting for room) or raises.
 
 Imported by the parser's path too: nothing heavier than io (and errors' constants).
 """
@@ -210,18 +210,30 @@ class _Whole(io.RawIOBase):
 
 
 def whole_writes() -> None:
-    """With ``PYTHONUNBUFFERED`` (or ``-u``), stdout's and stderr's text layers write straight
-    to the file, and CPython's does not write again after a short write: on a full disk or a
-    non-blocking pipe, the rest of a line was dropped without an error (exit 0, the output
-    cut). Each gets a raw writer that writes all or raises (:class:`_Whole`), still
-    unbuffered: lines keep their order with a child's output on the same descriptor."""
+    """stdout's and stderr's writers, made to write all or raise (:class:`_Whole`).
+
+    - With ``PYTHONUNBUFFERED`` (or ``-u``), the text layers write straight to the file, and
+      CPython's does not write again after a short write: on a full disk or a non-blocking
+      pipe, the rest of a line was dropped without an error (exit 0, the output cut). They
+      stay unbuffered: lines keep their order with a child's output on the same descriptor.
+    - Buffered (the default), a descriptor another process has made non-blocking (CI runners
+      and process managers share one pipe and set O_NONBLOCK on it, at any time) made a full
+      pipe an error: ``BlockingIOError: write could not complete without blocking``, the
+      output cut at the pipe's size. Their buffer now sits on a writer that waits for room.
+    """
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
-        if not isinstance(getattr(stream, "buffer", None), io.RawIOBase):
-            continue
+        layer = getattr(stream, "buffer", None)
+        unbuffered = isinstance(layer, io.RawIOBase)
+        if not (unbuffered or isinstance(getattr(layer, "raw", None), io.FileIO)):
+            continue  # (not the interpreter's own stream: captured, or replaced already)
         try:
+            stream.flush()
+            whole: io.RawIOBase | io.BufferedWriter = _Whole(stream.fileno())
+            if not unbuffered:
+                whole = io.BufferedWriter(whole)
             setattr(sys, name, io.TextIOWrapper(
-                _Whole(stream.fileno()), encoding=stream.encoding, errors=stream.errors,
-                line_buffering=stream.line_buffering, write_through=True))
+                whole, encoding=stream.encoding, errors=stream.errors,
+                line_buffering=stream.line_buffering, write_through=unbuffered))
         except (OSError, ValueError):
             continue
