@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     import tempfile
 
 FIX = "chown/chmod it, or point ASCENDPATCH_CACHE at a folder of your own"
+# The files a cache folder keeps: most are one file per path (a manifest's, an interpreter's,
+# a stack's), and paths come and go (a manifest in a fresh temp folder each CI run): past this
+# many, the least recently written go when another is written.
+KEEP = 64
 
 _stand_ins: dict[Path, tempfile.TemporaryDirectory[str]] = {}
 
@@ -152,7 +156,8 @@ def write(path: Path, payload: bytes, *, quiet: bool = False) -> None:
     The write goes through store.atomic, whose temp file is created in the same folder: a
     reader sees the old file or the new one. It is not fsynced (two fsyncs cost 20-30 ms of a
     0.6 s cold audit): a cache file a crash cuts is one its reader does not take (each checks
-    what it reads), and the next run writes it again. ``quiet``: as for :func:`read`."""
+    what it reads), and the next run writes it again. The folder keeps at most :data:`KEEP`
+    files. ``quiet``: as for :func:`read`."""
     if not _passes(path.parent, quiet):
         return
     # (imported here: reading a cache, as the parser's prefetch does, loads no store)
@@ -160,6 +165,23 @@ def write(path: Path, payload: bytes, *, quiet: bool = False) -> None:
 
     with contextlib.suppress(OSError):
         atomic.write_atomic(path, payload, mode=0o600, durable=False)
+        _bounded(path.parent, path.name)
+
+
+def _bounded(folder: Path, written: str) -> None:
+    """``folder``'s least recently written files past :data:`KEEP` removed, never ``written``
+    (the file just written), a temp file in flight (a dot name: store.atomic's) or anything
+    that is not a regular file. Best effort: a file gone meanwhile is gone."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.name != written and not entry.name.startswith(".") and \
+                        entry.is_file(follow_symlinks=False):
+                    found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
+    for _, name in sorted(found)[:max(0, len(found) - (KEEP - 1))]:
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
 
 
 def remove(path: Path) -> None:

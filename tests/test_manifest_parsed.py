@@ -148,6 +148,30 @@ def test_a_same_size_edit_with_the_old_timestamps_is_read_again(
     assert loader.load(str(path)).protected == ("torch", "torch-abc")
 
 
+def test_manifests_in_fresh_folders_each_run_keep_a_bounded_cache(
+        tmp_path: Path, parses: list[str]) -> None:
+    """One kept parse per manifest path: a manifest copied into a fresh temp folder by each
+    CI run or playbook would add one for good each time. The cache keeps the most recently
+    written (cachedir.KEEP) and the newest manifest still loads from its kept parse."""
+    from ascendpatch import cachedir
+
+    paths = []
+    for i in range(cachedir.KEEP + 6):
+        (tmp_path / f"run{i}").mkdir()
+        paths.append(tmp_path / f"run{i}" / "m.yaml")
+        _write(paths[-1], GOOD, settle=False)
+        before = set(_kept())
+        _read(paths[-1], settled=True).keep()
+        (new,) = set(_kept()) - before
+        os.utime(new, ns=(10**18 + i, 10**18 + i))  # (one stamp each, whatever the clock)
+    assert len(_kept()) == cachedir.KEEP
+    parses.clear()
+    assert _read(paths[-1], settled=True).document == yaml.safe_load(GOOD)
+    assert parses == []  # the newest: from its kept parse
+    _read(paths[0], settled=True)
+    assert parses == [GOOD]  # the oldest: its kept parse was the one to go
+
+
 def test_a_file_changed_within_the_racy_window_is_not_kept(tmp_path: Path) -> None:
     path = _write(tmp_path / "m.yaml", GOOD, settle=False)
     loader.load(str(path))

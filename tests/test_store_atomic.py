@@ -164,6 +164,39 @@ def test_a_transaction_has_every_backup_on_disk_before_its_journal(
         assert (site / "demo" / f"m{i}.py").read_text() == f"a = 1\na2 = 2\nb = 3\n# {i}\n"
 
 
+def test_a_cache_folder_keeps_its_most_recently_written_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache of one file per path (a manifest in a fresh temp folder each CI run) does not
+    grow without end: past cachedir.KEEP files, writing one removes the least recently
+    written. The file just written stays even when its stamp is the oldest; a temp file in
+    flight (another run's, a dot name), a folder and a link are never taken."""
+    import os
+
+    from ascendpatch import cachedir
+
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
+    folder = cachedir.folder("introspect")
+    for i in range(cachedir.KEEP + 5):
+        cachedir.write(folder / f"{i}.json", b"{}")
+        os.utime(folder / f"{i}.json", ns=(10**18 + i, 10**18 + i))  # (a stamp each)
+    in_flight = folder / f".0123456789abcdef{atomic.TEMP_SUFFIX}"
+    in_flight.write_bytes(b"half")
+    (folder / "sub").mkdir()
+    (folder / "link").symlink_to(tmp_path)
+    assert sorted(p.name for p in folder.glob("*.json")) == \
+        sorted(f"{i}.json" for i in range(5, cachedir.KEEP + 5))
+    cachedir.write(folder / "late.json", b"{}")
+    os.utime(folder / "late.json", ns=(1, 1))  # the oldest stamp of all ...
+    cachedir.write(folder / "late.json", b"{}")  # ... yet the one just written: kept
+    assert (folder / "late.json").exists()
+    os.utime(folder / "late.json", ns=(1, 1))
+    cachedir.write(folder / "last.json", b"{}")  # now the oldest goes
+    names = {p.name for p in folder.iterdir()}
+    assert len(names & {f"{i}.json" for i in range(cachedir.KEEP + 5)}) == cachedir.KEEP - 1
+    assert {"last.json", in_flight.name, "sub", "link"} <= names and "late.json" not in names
+    assert len([n for n in names if n.endswith(".json")]) == cachedir.KEEP
+
+
 def test_a_cache_file_is_replaced_atomically_but_never_fsynced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ascendpatch's own cache files (cachedir.write) skip both fsyncs (20-30 ms of a cold
