@@ -496,15 +496,16 @@ def test_a_name_too_long_is_exit_2_in_one_line() -> None:
 
 def test_the_racy_rule_sees_every_stat_of_the_fingerprint(
         venv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """introcache finds the stats in a fingerprint by their shape (four integers): every stat
-    the fingerprint took is found, and nothing else (a changed shape of ``_stat`` fails here,
-    not silently in the racy rule)."""
+    """introcache finds the stats in a fingerprint by their shape (stamps.is_stat): every stat
+    the fingerprint took is found, and nothing else (a changed shape of ``stat_of`` fails
+    here, not silently in the racy rule)."""
+    from ascendpatch import stamps
     from ascendpatch.env import inscript as seam
     from ascendpatch.env import introcache
 
     info = seam.run_json(venv, introspection.script())
     taken: list[list[int]] = []
-    real = introcache._stat
+    real = stamps.stat_of
 
     def counting(path: str, follow: bool = True) -> list[int] | None:
         found = real(path, follow)
@@ -512,7 +513,7 @@ def test_the_racy_rule_sees_every_stat_of_the_fingerprint(
             taken.append(found)
         return found
 
-    monkeypatch.setattr(introcache, "_stat", counting)
+    monkeypatch.setattr(introcache, "stat_of", counting)
     fingerprinted = introcache.fingerprint(venv, introspection.script(), info)
     assert len(taken) >= 4  # the interpreter (twice), sys.path's folders, the site's
     assert introcache._stats(fingerprinted) == taken

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ascendpatch import cachedir, catalog
+from ascendpatch.stamps import is_stat, racy, stat_of
 
 # On a cold run this module decides whether the target interpreter must start at all, so what
 # it imports is waited for before that start; on a warm one, install's reading of pip's
@@ -35,7 +35,7 @@ from ascendpatch import cachedir, catalog
 # 30 ms with a cold page cache): the script and the path are told apart by zlib's checksums
 # (what they guard against is a change, not an adversary: both are ascendpatch's own); json
 # only where a cache file exists or is written.
-FORMAT = 2
+FORMAT = 3
 _ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH",
         "PYTHONPLATLIBDIR", "HOME")
 
@@ -53,29 +53,21 @@ def checksums(text: str | bytes) -> str:
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
 
-def _stat(path: str, follow: bool = True) -> list[int] | None:
-    try:
-        st = os.stat(path) if follow else os.lstat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
-
-
-def pth_files(folder: str, stat_of: Callable[[str], Any] | None = None) -> list[Any]:
-    """The ``.pth`` files of ``folder`` (run by site at every start), each with its stat
-    (``stat_of``; this module's own by default), sorted by name."""
+def pth_files(folder: str) -> list[Any]:
+    """The ``.pth`` files of ``folder`` (run by site at every start), each with its stat,
+    sorted by name."""
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
     except (OSError, ValueError):  # (ValueError: a NUL in a path a cache file names)
         return []
-    return [[name, (stat_of or _stat)(os.path.join(folder, name))] for name in names]
+    return [[name, stat_of(os.path.join(folder, name))] for name in names]
 
 
 def _stats(fingerprinted: list[Any]) -> list[list[int]]:
-    """Every stat in a :func:`fingerprint`, by its shape there (``_stat``'s four integers)."""
+    """Every stat in a :func:`fingerprint`, by its shape there (stamps.is_stat)."""
     found: list[list[int]] = []
     for item in fingerprinted:
-        if isinstance(item, list) and len(item) == 4 and all(type(n) is int for n in item):
+        if is_stat(item):
             found.append(item)
         elif isinstance(item, list):
             found.extend(_stats(item))
@@ -85,8 +77,6 @@ def _stats(fingerprinted: list[Any]) -> list[list[int]]:
 def settled(fingerprinted: list[Any], since: int) -> bool:
     """Whether every stat of the fingerprint is safely older than ``since`` (``time.time_ns``
     before the interpreter started): none could hide a change made while it reported."""
-    from ascendpatch.stamps import racy
-
     return not any(racy(st[0], st[1], since) for st in _stats(fingerprinted))
 
 
@@ -98,12 +88,12 @@ def fingerprint(python: Path, script: str, info: dict[str, Any]) -> list[Any]:
     uname = os.uname()
     return [
         FORMAT, checksums(script),
-        _stat(path, follow=False), _stat(path),
+        stat_of(path, follow=False), stat_of(path),
         [os.environ.get(name) for name in _ENV],
         [uname.release, uname.version, uname.machine],
-        [[folder, _stat(folder)] for folder in folders],
+        [[folder, stat_of(folder)] for folder in folders],
         [[folder, pth_files(folder)] for folder in info.get("site_packages", [])],
-        [user_site, _stat(user_site) if isinstance(user_site, str) else None],
+        [user_site, stat_of(user_site) if isinstance(user_site, str) else None],
     ]
 
 

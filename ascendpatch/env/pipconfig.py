@@ -43,7 +43,7 @@ if sys.argv[2]:  # a target without pip: this tool's pip, run by the target as `
     sys.path.append(sys.argv[2])
 from pip._internal import configuration
 config = configuration.Configuration(isolated=False)
-def stat_of(st):  # as env/pipsaved.py's _stat
+def stat_of(st):  # as ascendpatch/stamps.py's stat_of
     return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, st.st_mode]
 def stat_path(path):
     try:

@@ -56,10 +56,10 @@ from typing import Any, NamedTuple
 
 from ascendpatch import cachedir, catalog, redact
 from ascendpatch.env.introcache import checksums, pth_files
+from ascendpatch.stamps import Stat, is_stat, racy, stat_of
 
 FORMAT = 2
 Settings = tuple[tuple[str, str], ...]
-Stat = list[int]  # mtime_ns, ctime_ns, size, inode, device, mode
 
 
 class Where(NamedTuple):
@@ -110,23 +110,10 @@ def _masked(variables: list[list[str]], environ: Mapping[str, str]) -> frozenset
                      | {name for name in environ if redact.is_secret(name)})
 
 
-def _stat(path: str, follow: bool = True) -> Stat | None:
-    try:
-        st = os.stat(path) if follow else os.lstat(path)
-    except (OSError, ValueError):  # (ValueError: a NUL in a path a kept file names)
-        return None
-    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, st.st_mode]
-
-
 def _strings(value: object) -> tuple[str, ...] | None:
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return tuple(value)
     return None
-
-
-def _stat_list(value: object) -> bool:
-    return value is None or (isinstance(value, list) and len(value) == 6
-                             and all(type(n) is int for n in value))
 
 
 def _where(value: object) -> Where | None:
@@ -150,7 +137,8 @@ def provenance(doc: Mapping[str, Any], count: int) -> Provenance | None:
     if (where is None or type(from_env) is not int or not 0 <= from_env <= count
             or not isinstance(env, str)
             or not all(isinstance(stats, list) and len(stats) == len(where.config_files)
-                       and all(_stat_list(st) for st in stats) for stats in (seen, opened))):
+                       and all(st is None or is_stat(st) for st in stats)
+                       for stats in (seen, opened))):
         return None  # (opened: None where configparser could not be watched)
     assert isinstance(seen, list) and isinstance(opened, list)
     return Provenance(from_env, where, tuple(seen), tuple(opened), env)
@@ -175,16 +163,16 @@ def _fingerprint(python: Path, pip_path: str, command: str, script: str,
     user_site = where.user_site
     return {
         "format": FORMAT, "script": checksums(script), "python": path, "pip": pip_path,
-        "command": command, "interpreter": [_stat(path, follow=False), _stat(path)],
-        "bin": _stat(bin_dir),
-        "pyvenv.cfg": [_stat(os.path.join(bin_dir, "pyvenv.cfg")),
-                       _stat(os.path.join(os.path.dirname(bin_dir), "pyvenv.cfg"))],
+        "command": command, "interpreter": [stat_of(path, follow=False), stat_of(path)],
+        "bin": stat_of(bin_dir),
+        "pyvenv.cfg": [stat_of(os.path.join(bin_dir, "pyvenv.cfg")),
+                       stat_of(os.path.join(os.path.dirname(bin_dir), "pyvenv.cfg"))],
         "env": env_checksum(env, masked), "cwd": cwd, "home": os.path.expanduser("~"),
-        "config_files": [[name, _stat(name)] for name in where.config_files],
-        "modules": [[name, _stat(name)] for name in where.modules],
-        "sys_path": [[folder, _stat(folder), pth_files(folder, _stat)]
+        "config_files": [[name, stat_of(name)] for name in where.config_files],
+        "modules": [[name, stat_of(name)] for name in where.modules],
+        "sys_path": [[folder, stat_of(folder), pth_files(folder)]
                      for folder in where.sys_path],
-        "user_site": [user_site, _stat(user_site) if isinstance(user_site, str) else None],
+        "user_site": [user_site, stat_of(user_site) if isinstance(user_site, str) else None],
     }
 
 
@@ -203,8 +191,6 @@ def _settled(fingerprinted: Mapping[str, Any], told: Provenance, since: int) -> 
     each file pip read is the one so seen (a file there only while pip read it, or a link
     switched to another and back, is not), each a regular file (or missing, or os.devnull),
     and every stat older than ``since`` by the racy-git margin."""
-    from ascendpatch.stamps import racy
-
     link, python = fingerprinted["interpreter"]
     if fingerprinted["cwd"] is None or link is None or python is None:
         return False

@@ -53,11 +53,11 @@ from typing import Any
 
 from ascendpatch import cachedir, catalog
 from ascendpatch.env.introcache import checksums
-from ascendpatch.stamps import racy
+from ascendpatch.stamps import racy, stat_of
 from ascendpatch.untrusted import load_json
 
 MAX_DEPTH = 64  # no manifest needs more; deeper input is refused before anything recurses
-FORMAT = 3
+FORMAT = 4
 MAX_KEPT_TEXT = 1 << 20  # the bundled manifests are a few KB
 MAX_KEPT_NODES = 1 << 20  # values the kept document writes out (aliases repeat theirs)
 _MISSING = object()
@@ -137,14 +137,6 @@ def _place(path: Path) -> tuple[Path, list[Any]] | None:
         return None
 
 
-def _stat(path: Path) -> list[Any] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return [path.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
 def parser_stats() -> list[Any] | None:
     """The parser's identity: the stats of ascendpatch's yamlparse.py and this module, and of
     every file of the PyYAML package (found without importing it), or None when they cannot
@@ -164,9 +156,9 @@ def parser_stats() -> list[Any] | None:
     except OSError:
         return None
     here = Path(__file__).parent
-    found = [_stat(p) for p in (here / "yamlparse.py", here / "parsed.py",
-                                *(package / name for name in theirs))]
-    return None if any(s is None for s in found) else found
+    found = [[p.name, stat_of(p)] for p in (here / "yamlparse.py", here / "parsed.py",
+                                            *(package / name for name in theirs))]
+    return None if any(stat is None for _, stat in found) else found
 
 
 class _NotKept(Exception):
