@@ -134,11 +134,11 @@ def tree(folder: Path) -> dict[str, tuple[int, int]]:
 def test_cache_lives_outside_the_target_one_per_target(env: dict[str, Path],
                                                       tmp_path: Path) -> None:
     """An audit writes nothing into the audited tree: its cache is in $ASCENDPATCH_CACHE,
-    one file per target folder."""
+    one file per target folder, in one folder (where cachedir bounds their number)."""
     before = tree(env["site"])
     audit(env)
     assert tree(env["site"]) == before
-    caches = sorted(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*/{CACHE_NAME}"))
+    caches = sorted(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*.{CACHE_NAME}"))
     assert len(caches) == 1
     header, columns = statfile.load(caches[0].read_bytes())
     assert header["target"] == os.path.realpath(env["site"])
@@ -147,7 +147,7 @@ def test_cache_lives_outside_the_target_one_per_target(env: dict[str, Path],
     second.mkdir(parents=True)
     make_dist(second, "solo", "1.0", {"solo/__init__.py": ""})
     assert run_cli("--site-packages", second, "--manifest", env["manifest"], "audit").code == 0
-    assert len(list(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*/{CACHE_NAME}"))) == 2
+    assert len(list(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*.{CACHE_NAME}"))) == 2
 
 
 def test_repeat_audit_sees_a_change_a_snapshot_hashed_first(env: dict[str, Path],
@@ -416,7 +416,7 @@ def test_a_cached_summary_of_another_shape_is_ignored(env: dict[str, Path]) -> N
     (site / "other/util.py").write_text("y = 5\n")
     past_racy_window(site)  # (else the second audit hashes the racy files again)
     first = audit(env)
-    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*/{CACHE_NAME}"))
+    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*.{CACHE_NAME}"))
     doc, columns = statfile.load(cache.read_bytes())
     assert doc["summary"]["differ"] == [["other/util.py", "..5", "other", "2.0"]]
     doc["summary"] = {"records": doc["summary"]["records"], "missing": 3}
@@ -483,7 +483,7 @@ def test_a_summary_naming_a_file_the_cache_does_not_hold_means_a_full_audit(
     (site / "other/util.py").write_text("y = 5\n")
     past_racy_window(site)
     first = audit(env)
-    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*/{CACHE_NAME}"))
+    cache = next(Path(os.environ["ASCENDPATCH_CACHE"]).glob(f"audit/*.{CACHE_NAME}"))
     doc, columns = statfile.load(cache.read_bytes())
     doc["summary"]["differ"].append(["not/cached.py", "..5", "other", "2.0"])
     cache.write_bytes(statfile.dump(doc, columns.entries()))

@@ -186,25 +186,30 @@ def test_the_file_is_format_5_and_what_the_audit_saved(tmp_path: Path,
     assert again.entries == first.entries
 
 
-def test_a_format_4_cache_is_not_read_and_the_next_save_removes_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cache written before format 5 costs one full audit, which writes the new file and
-    removes the old one (it is never read again)."""
+@pytest.mark.parametrize("old_name", ["statcache.json", "statcache.v5"])
+def test_an_older_cache_is_not_read_and_the_next_save_removes_its_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_name: str) -> None:
+    """A cache written before format 5 (statcache.json), or in the folder each target had
+    before its cache was one file of audit/, costs one full audit, which writes the new file
+    and removes the old one and its folder (they are never read again)."""
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
     target = tmp_path / "site"
     target.mkdir()
     (target / "a").write_text("a\n")
     path = statcache.cache_path(target)
-    path.parent.mkdir(parents=True, mode=0o700)
-    path.parent.parent.chmod(0o700)
-    old = path.with_name("statcache.json")
+    folder = path.with_name(path.name.partition(".")[0])
+    folder.mkdir(parents=True, mode=0o700)
+    folder.parent.chmod(0o700)
+    folder.parent.parent.chmod(0o700)
+    old = folder / old_name
     old.write_text(json.dumps({"format": 4, "target": os.path.realpath(target), "files": {
         "keys": ["a"], "digests": ["sha256=x"], "stats": "", "inodes": ""}}))
     cache = StatCache(target)
     assert cache.entries == {}
     assert stat_and_hash([("a", str(target / "a"), 2)], cache, workers=1).hashed == 1
     cache.save()
-    assert not old.exists() and path.exists()
+    assert not folder.exists() and path.exists()
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
 
 
 def test_a_clock_stepped_back_during_an_audit_saves_nothing_as_verified(

@@ -38,13 +38,18 @@ CACHE_NAME = "statcache.v5"
 # columns inside JSON (statcache.json); 5: a binary file (statfile.py). A cache of another
 # format is not read: the next audit is a full one (and its save removes the old file).
 CACHE_FORMAT = statfile.FORMAT
-_OLD_NAMES = ("statcache.json",)
+# Each target's cache was a folder of its own (audit/<key>/), which nothing bounded: a fresh
+# venv audited by each CI job left 2 MB for good. It is one file in audit/ now, where
+# cachedir keeps the most recently written; a target's old folder goes at its next save.
+_OLD_NAMES = (CACHE_NAME, "statcache.json")
+
+
 def cache_path(root: Path | str) -> Path:
     """The stat cache of the target whose state folder is ``root``: outside the target."""
     from ascendpatch import catalog
 
     key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:24]
-    return catalog.cache_dir() / "audit" / key / CACHE_NAME
+    return catalog.cache_dir() / "audit" / f"{key}.{CACHE_NAME}"
 
 
 Missing = tuple[str, str, str]  # key, distribution name, version
@@ -211,9 +216,19 @@ class StatCache:
                   "summary": self.summary.to_json() if self.summary else {}}
         # an entry left out (numbers out of range: an mtime past 2262) drops the summary
         cachedir.write(self.path, statfile.dump(header, self.entries, dict(header, summary={})))
-        for old in _OLD_NAMES:  # an older format's file beside it is never read again
-            cachedir.remove(self.path.with_name(old))
+        self._remove_old_place()
         self.dirty = False
+
+    def _remove_old_place(self) -> None:
+        """The folder this target's cache had before (audit/<key>/), whose files are never
+        read again, removed; a link there is left alone."""
+        folder = self.path.with_name(self.path.name.partition(".")[0])
+        if folder.is_symlink() or not folder.is_dir():
+            return
+        for old in _OLD_NAMES:
+            cachedir.remove(folder / old)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
     def _forget_unverified(self) -> None:
         stale = [rel for rel, cached in self.entries.items() if not self._kept(rel, cached)]
