@@ -151,12 +151,12 @@ def read(path: Path, *, quiet: bool = False) -> bytes | None:
         return handle.read() if info.st_uid == os.geteuid() else None
 
 
-def write(path: Path, payload: bytes, *, quiet: bool = False) -> None:
+def write(path: Path, payload: bytes, *, quiet: bool = False, keep: int = KEEP) -> None:
     """Best effort: a cache folder that cannot be written (or fails the check) gets no cache.
     The write goes through store.atomic, whose temp file is created in the same folder: a
     reader sees the old file or the new one. It is not fsynced (two fsyncs cost 20-30 ms of a
     0.6 s cold audit): a cache file a crash cuts is one its reader does not take (each checks
-    what it reads), and the next run writes it again. The folder keeps at most :data:`KEEP`
+    what it reads), and the next run writes it again. The folder keeps at most ``keep``
     files. ``quiet``: as for :func:`read`."""
     if not _passes(path.parent, quiet):
         return
@@ -165,11 +165,11 @@ def write(path: Path, payload: bytes, *, quiet: bool = False) -> None:
 
     with contextlib.suppress(OSError):
         atomic.write_atomic(path, payload, mode=0o600, durable=False)
-        _bounded(path.parent, path.name)
+        _bounded(path.parent, path.name, keep)
 
 
-def _bounded(folder: Path, written: str) -> None:
-    """``folder``'s least recently written files past :data:`KEEP` removed, never ``written``
+def _bounded(folder: Path, written: str, keep: int) -> None:
+    """``folder``'s least recently written files past ``keep`` removed, never ``written``
     (the file just written), a temp file in flight (a dot name: store.atomic's) or anything
     that is not a regular file. Best effort: a file gone meanwhile is gone."""
     found = []
@@ -179,7 +179,7 @@ def _bounded(folder: Path, written: str) -> None:
                 if entry.name != written and not entry.name.startswith(".") and \
                         entry.is_file(follow_symlinks=False):
                     found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
-    for _, name in sorted(found)[:max(0, len(found) - (KEEP - 1))]:
+    for _, name in sorted(found)[:max(0, len(found) - (keep - 1))]:
         with contextlib.suppress(OSError):
             (folder / name).unlink()
 

@@ -212,6 +212,24 @@ def test_an_older_cache_is_not_read_and_the_next_save_removes_its_folder(
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
 
 
+def test_the_audit_folder_keeps_the_stat_caches_of_the_last_targets_audited(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One stat cache per target, each about 150 bytes per file: the folder keeps the
+    statcache.KEEP most recently written (a CI job's fresh venv each run left one for good)."""
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
+    for i in range(statcache.KEEP + 3):
+        target = tmp_path / f"site{i}"
+        target.mkdir()
+        (target / "a").write_text("a\n")
+        cache = StatCache(target)
+        stat_and_hash([("a", str(target / "a"), 2)], cache, workers=1)
+        cache.save()
+        os.utime(cache.path, ns=(10**18 + i, 10**18 + i))  # (one stamp each)
+    kept = sorted(p.name for p in cache.path.parent.iterdir())
+    assert kept == sorted(statcache.cache_path(tmp_path / f"site{i}").name
+                          for i in range(3, statcache.KEEP + 3))
+
+
 def test_a_clock_stepped_back_during_an_audit_saves_nothing_as_verified(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Files written after the clock stepped back may look older than the audit's start: the

@@ -40,8 +40,11 @@ CACHE_NAME = "statcache.v5"
 CACHE_FORMAT = statfile.FORMAT
 # Each target's cache was a folder of its own (audit/<key>/), which nothing bounded: a fresh
 # venv audited by each CI job left 2 MB for good. It is one file in audit/ now, where
-# cachedir keeps the most recently written; a target's old folder goes at its next save.
+# cachedir keeps the KEEP most recently written (fewer than the other caches keep: about 150
+# bytes per audited file, a serving image's is several MB); a target's old folder goes at its
+# next save.
 _OLD_NAMES = (CACHE_NAME, "statcache.json")
+KEEP = 16
 
 
 def cache_path(root: Path | str) -> Path:
@@ -215,7 +218,8 @@ class StatCache:
                   "orphans": {f: w.to_json() for f, w in self.orphans.items()},
                   "summary": self.summary.to_json() if self.summary else {}}
         # an entry left out (numbers out of range: an mtime past 2262) drops the summary
-        cachedir.write(self.path, statfile.dump(header, self.entries, dict(header, summary={})))
+        cachedir.write(self.path, statfile.dump(header, self.entries, dict(header, summary={})),
+                       keep=KEEP)
         self._remove_old_place()
         self.dirty = False
 
