@@ -169,19 +169,32 @@ def write(path: Path, payload: bytes, *, quiet: bool = False, keep: int = KEEP) 
 
 
 def _bounded(folder: Path, written: str, keep: int) -> None:
-    """``folder``'s least recently written files past ``keep`` removed, never ``written``
-    (the file just written), a temp file in flight (a dot name: store.atomic's) or anything
-    that is not a regular file. Best effort: a file gone meanwhile is gone."""
+    """``folder``'s least recently written cache files past ``keep`` removed, never
+    ``written`` (the file just written). Only files of its kind go (:func:`_same_kind`): the
+    cache root may be any folder (``$ASCENDPATCH_CACHE`` pointed at a checkout whose
+    ``manifests/`` holds the user's YAML), and what is not a cache file is not ours to
+    remove. Best effort: a file gone meanwhile is gone."""
     found = []
     with os.scandir(folder) as entries:
         for entry in entries:
+            if entry.name == written or not _same_kind(entry.name, written):
+                continue
             with contextlib.suppress(OSError):
-                if entry.name != written and not entry.name.startswith(".") and \
-                        entry.is_file(follow_symlinks=False):
-                    found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() \
+                        and stat.S_IMODE(info.st_mode) == 0o600:
+                    found.append((info.st_mtime_ns, entry.name))
     for _, name in sorted(found)[:max(0, len(found) - (keep - 1))]:
         with contextlib.suppress(OSError):
             (folder / name).unlink()
+
+
+def _same_kind(name: str, written: str) -> bool:
+    """Whether ``name`` is a cache file as ``written`` is: a name of the same length and
+    ending whose stem is a checksum in hex (never a temp file in flight: a dot name)."""
+    stem, dot, rest = name.partition(".")
+    return len(name) == len(written) and dot + rest == written[len(stem):] and \
+        stem != "" and all(c in "0123456789abcdef" for c in stem)
 
 
 def remove(path: Path) -> None:

@@ -174,27 +174,60 @@ def test_a_cache_folder_keeps_its_most_recently_written_files(
 
     from ascendpatch import cachedir
 
+    def name(i: int) -> str:
+        return f"{i:016x}.json"  # (as introcache names its files)
+
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
     folder = cachedir.folder("introspect")
     for i in range(cachedir.KEEP + 5):
-        cachedir.write(folder / f"{i}.json", b"{}")
-        os.utime(folder / f"{i}.json", ns=(10**18 + i, 10**18 + i))  # (a stamp each)
+        cachedir.write(folder / name(i), b"{}")
+        os.utime(folder / name(i), ns=(10**18 + i, 10**18 + i))  # (a stamp each)
     in_flight = folder / f".0123456789abcdef{atomic.TEMP_SUFFIX}"
     in_flight.write_bytes(b"half")
     (folder / "sub").mkdir()
     (folder / "link").symlink_to(tmp_path)
     assert sorted(p.name for p in folder.glob("*.json")) == \
-        sorted(f"{i}.json" for i in range(5, cachedir.KEEP + 5))
-    cachedir.write(folder / "late.json", b"{}")
-    os.utime(folder / "late.json", ns=(1, 1))  # the oldest stamp of all ...
-    cachedir.write(folder / "late.json", b"{}")  # ... yet the one just written: kept
-    assert (folder / "late.json").exists()
-    os.utime(folder / "late.json", ns=(1, 1))
-    cachedir.write(folder / "last.json", b"{}")  # now the oldest goes
+        sorted(name(i) for i in range(5, cachedir.KEEP + 5))
+    late, last = name(10**6), name(10**6 + 1)
+    cachedir.write(folder / late, b"{}")
+    os.utime(folder / late, ns=(1, 1))  # the oldest stamp of all ...
+    cachedir.write(folder / late, b"{}")  # ... yet the one just written: kept
+    assert (folder / late).exists()
+    os.utime(folder / late, ns=(1, 1))
+    cachedir.write(folder / last, b"{}")  # now the oldest goes
     names = {p.name for p in folder.iterdir()}
-    assert len(names & {f"{i}.json" for i in range(cachedir.KEEP + 5)}) == cachedir.KEEP - 1
-    assert {"last.json", in_flight.name, "sub", "link"} <= names and "late.json" not in names
+    assert len(names & {name(i) for i in range(cachedir.KEEP + 5)}) == cachedir.KEEP - 1
+    assert {last, in_flight.name, "sub", "link"} <= names and late not in names
     assert len([n for n in names if n.endswith(".json")]) == cachedir.KEEP
+
+
+def test_a_cache_root_that_holds_the_users_files_loses_none_of_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$ASCENDPATCH_CACHE may be any folder: pointed at a checkout, its manifests/ holds the
+    user's YAML beside the kept parses. Only files of the cache's own kind go (a hex name as
+    long as the one written, with its ending, mode 0600, this user's): 70 old YAML files, a
+    name that is not UTF-8, a hex name of another ending, length or mode all stay."""
+    import os
+
+    from ascendpatch import cachedir
+
+    monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "checkout"))
+    folder = cachedir.folder("manifests")
+    theirs = [f"team-{i:02d}.yaml" for i in range(70)]
+    theirs += ["0123456789abcdef.yaml", "0123456789abcde.json", "0123456789abcdef0.json",
+               "fedcba9876543210.json"]
+    for own in theirs:
+        (folder / own).write_text("name: x\n")
+        os.utime(folder / own, ns=(1, 1))
+    (folder / "fedcba9876543210.json").chmod(0o644)  # (not as cachedir writes its files)
+    odd = os.fsencode(str(folder)) + b"/we\xffird"
+    with open(odd, "wb") as handle:
+        handle.write(b"x")
+    for i in range(cachedir.KEEP + 3):
+        cachedir.write(folder / f"{i:016x}.json", b"{}")
+    left = {p.name for p in folder.iterdir()}
+    assert set(theirs) <= left and "we\udcffird" in left
+    assert len(left - set(theirs) - {"we\udcffird"}) == cachedir.KEEP
 
 
 def test_a_cache_file_is_replaced_atomically_but_never_fsynced(
