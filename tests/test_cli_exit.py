@@ -261,6 +261,61 @@ def test_ctrl_c_while_the_last_flush_waits_is_exit_130_not_a_traceback(tmp_path:
     assert b"Traceback" not in err
 
 
+_WAITING = ("pipe_write", "do_select", "poll_schedule_timeout")  # (the kernel's wait)
+
+
+def _waits(pid: int) -> bool:
+    return Path(f"/proc/{pid}/wchan").read_text().split(".")[0].endswith(_WAITING)
+
+
+@pytest.mark.parametrize(("blocking", "unbuffered", "shared", "args"), [
+    (False, False, False, ("--json", "manifests")),  # a CI runner's pipe, made non-blocking
+    (False, True, True, ("manifests",)),  # ... stdout and stderr on it, unbuffered
+    (True, False, True, ("manifests",)),  # a pager that stopped reading
+    (True, True, False, ("--json", "manifests")),
+])
+def test_one_ctrl_c_ends_a_run_whose_output_no_one_reads(
+        blocking: bool, unbuffered: bool, shared: bool, args: tuple[str, ...]) -> None:
+    """A full pipe no one reads: the run waits to write its results, and one Ctrl-C ends it,
+    130, with no traceback; what the pipe cannot take at once is dropped, never waited for
+    again (before, a buffered run on a blocking pipe, or one whose stderr shared it, needed a
+    second Ctrl-C, and an unbuffered one then ended with a traceback; a non-blocking pipe
+    waited, since shell/streams.py waits for room there). With --json the line is on stderr:
+    stdout holds part of the results, and a second document would make it no JSON."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:  # the pipe full: the run's first write of its output waits
+            os.write(write, b"x" * 4096)
+    os.set_blocking(write, blocking)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "ascendpatch", *args], stdout=write,
+                                 stderr=write if shared else subprocess.PIPE, env=env,
+                                 stdin=subprocess.DEVNULL,
+                                 preexec_fn=ctrl_c_as_a_terminal_gives_it)
+    finally:
+        os.close(write)
+    try:
+        deadline = time.monotonic() + 60
+        while not _waits(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _waits(child.pid)
+        time.sleep(0.2)  # (in the write for good, not passing through a select)
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+        os.close(read)
+    assert child.returncode == 130, err
+    if not shared:
+        assert err == b"[FAIL] interrupted while showing the results; the command itself " \
+            b"had finished\n"
+
+
 def test_without_dev_null_a_closed_stream_stays_closed_and_the_run_goes_on(
         tmp_path: Path) -> None:
     """A chroot or sandbox without /dev/null: a closed descriptor cannot be opened on it, and

@@ -206,6 +206,30 @@ def test_a_full_non_blocking_pipe_is_waited_on_not_cut(unbuffered: str | None) -
     assert (done.returncode, bytes(got).decode()) == (0, run_cli("--json", "manifests").out)
 
 
+_ATTRIBUTES = """
+import sys
+def seen():
+    return [(s.name, s.mode, s.encoding, s.errors, s.line_buffering, s.isatty())
+            for s in (sys.stdout, sys.stderr)]
+before = seen()
+from ascendpatch.shell import streams
+streams.whole_writes()
+print(before == seen(), seen())
+"""
+
+
+@pytest.mark.parametrize("unbuffered", ["1", None])
+def test_whole_writes_keep_the_streams_as_the_interpreter_made_them(
+        unbuffered: str | None) -> None:
+    """Name, mode, encoding, errors and line buffering stay the interpreter's own."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = unbuffered
+    out = subprocess.run([sys.executable, "-c", _ATTRIBUTES], capture_output=True, text=True,
+                         check=True, timeout=60, env=env).stdout
+    assert out.startswith("True [('<stdout>', 'w', "), out
+
+
 def test_without_dev_null_a_failed_output_is_dropped_not_raised(
         site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A chroot without /dev/null: stdout cannot be pointed there once it fails, and later

@@ -156,6 +156,9 @@ def _guarded(run: _Run) -> int:
     except AscendpatchError as exc:
         return _fail(run, str(exc), exc.exit_code, details=exc.details)
     except KeyboardInterrupt as exc:
+        streams.stop_waiting()  # (an output that stopped taking more held the run)
+        if run.finished:  # stdout holds part of the results: a second document would
+            run.as_json = False  # make it no JSON at all; the line goes to stderr
         return _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
     except Exception as exc:  # a bug, not a user error
         from ascendpatch.shell import crashlog

@@ -176,14 +176,28 @@ def guarded() -> Iterator[None]:
                 setattr(sys, name, streams[name])
 
 
+_waiting = [True]  # False after a Ctrl-C: a full output is no longer waited on
+
+
+def stop_waiting() -> None:
+    """After a Ctrl-C: what stdout or stderr cannot take at once is dropped, never waited
+    for. A reader that stopped reading (a paused pager, a full pipe no one reads) held the
+    run after the interrupt until a second one (or for ever, unbuffered); now the one ends
+    it, 130, and what could not be shown is dropped."""
+    _waiting[0] = False
+
+
 class _Whole(io.RawIOBase):
     """A descriptor written whole, unbuffered: each write is ``os.write`` again until all of it
     is written (a short write is no error), and a non-blocking descriptor that is full is
-    waited on until it takes more. The descriptor is not closed with it."""
+    waited on until it takes more; after a Ctrl-C (:func:`stop_waiting`), what it cannot take
+    at once is dropped. The descriptor is not closed with it."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, name: object) -> None:
         super().__init__()
         self.fd = fd
+        self.name = name  # (as the interpreter's own: "<stdout>")
+        self.mode = "wb"
 
     def writable(self) -> bool:
         return True
@@ -197,12 +211,32 @@ class _Whole(io.RawIOBase):
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         done = 0
-        while done < len(view):
-            try:
-                done += os.write(self.fd, view[done:])
-            except BlockingIOError:
-                select.select([], [self.fd], [])
+        try:
+            while done < len(view):
+                if not _waiting[0]:
+                    self._without_waiting(view[done:])
+                    return len(view)
+                try:
+                    done += os.write(self.fd, view[done:])
+                except BlockingIOError:
+                    select.select([], [self.fd], [])
+        except KeyboardInterrupt:
+            stop_waiting()
+            raise
         return done
+
+    def _without_waiting(self, view: memoryview) -> None:
+        """``view`` written as far as the descriptor takes it now, a pipe's atomic size at a
+        time (a blocking pipe with room for one never blocks); the rest dropped."""
+        for start in range(0, len(view), select.PIPE_BUF):
+            if not select.select([], [self.fd], [], 0)[1]:
+                return
+            chunk = view[start:start + select.PIPE_BUF]
+            try:
+                if os.write(self.fd, chunk) < len(chunk):
+                    return
+            except BlockingIOError:
+                return
 
     def close(self) -> None:  # (the process's descriptor: never closed here)
         if not self.closed:
@@ -229,11 +263,16 @@ def whole_writes() -> None:
             continue  # (not the interpreter's own stream: captured, or replaced already)
         try:
             stream.flush()
-            whole: io.RawIOBase | io.BufferedWriter = _Whole(stream.fileno())
-            if not unbuffered:
-                whole = io.BufferedWriter(whole)
-            setattr(sys, name, io.TextIOWrapper(
-                whole, encoding=stream.encoding, errors=stream.errors,
-                line_buffering=stream.line_buffering, write_through=unbuffered))
+            fd = stream.fileno()
+            # (Any: typeshed's TextIOWrapper wants a buffer type with a name, as _Whole has)
+            whole: Any = _Whole(fd, getattr(layer, "name", fd))
+            if not unbuffered:  # (the interpreter's buffer size: io.open's)
+                size = os.fstat(fd).st_blksize
+                whole = io.BufferedWriter(whole, size if size > 1 else io.DEFAULT_BUFFER_SIZE)
+            text = io.TextIOWrapper(whole, encoding=stream.encoding, errors=stream.errors,
+                                    line_buffering=stream.line_buffering,
+                                    write_through=unbuffered)
+            text.mode = stream.mode  # type: ignore[misc]  # (as io.open sets it: "w")
+            setattr(sys, name, text)
         except (OSError, ValueError):
             continue
