@@ -286,3 +286,40 @@ def test_a_server_killed_by_a_signal_has_the_shells_code_on_every_path(tmp_path:
     assert serve_supervise.supervise(process, serve_supervise.Reaper(process), 1.0)[0] == 137
     process = serve_start.spawn(killed, dict(os.environ), tmp_path / "c.log")
     assert serve_supervise.supervise(process, serve_supervise.Reaper(process), 1.0)[0] == 137
+
+
+def test_a_foreground_servers_echo_on_a_full_non_blocking_pipe_is_whole(tmp_path: Path) -> None:
+    """serve --foreground shows the server's output as it logs it. On a pipe another process
+    made non-blocking (a CI runner's), read slowly, the echo waits for room and is whole, as
+    the log is; before, each chunk the pipe could not take at once was dropped without a
+    word (here 250 KB of the server's output shown as its first 4-8 KiB)."""
+    import fcntl
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, 1031, 4096)  # F_SETPIPE_SZ
+    os.set_blocking(write, False)
+    got = bytearray()
+
+    def slowly() -> None:
+        while chunk := os.read(read, 4096):
+            got.extend(chunk)
+            time.sleep(0.002)
+
+    reader = threading.Thread(target=slowly)
+    reader.start()
+    lines = "import sys\nfor i in range(5000): print(f'INFO line {i:05d} ' + 'x' * 30)\n"
+    expected = "".join(f"INFO line {i:05d} {'x' * 30}\n" for i in range(5000)).encode()
+    try:
+        process = serve_start.spawn([sys.executable, "-c", lines], dict(os.environ),
+                                    tmp_path / "s.log", echo=write)
+        assert process.wait(timeout=60) == 0
+        deadline = time.monotonic() + 60  # (the echo's thread writes on after the exit)
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # (nothing more comes)
+    finally:
+        os.close(write)
+        reader.join()
+        os.close(read)
+    assert (tmp_path / "s.log").read_bytes() == expected
+    assert bytes(got) == expected

@@ -27,6 +27,7 @@ from ascendpatch.deploy import procs, serve_env, smoke
 from ascendpatch.deploy.launch import flag_value
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
+from ascendpatch.fdwrite import write_all
 from ascendpatch.paths import NotRegularFileError, foreign_owner, open_regular, open_to_others
 from ascendpatch.store.atomic import write_atomic
 
@@ -140,10 +141,14 @@ def open_log(path: Path) -> int:
 
 
 def _tee(source: int, log: int, echo: int) -> None:
+    """The server's output into its log and onto ``echo``, each whole (fdwrite: a short
+    write, or an echo another process made non-blocking, dropped part of it without a word).
+    Neither failing stops the other or the reading: a closed terminal never stops the log,
+    nor a full disk the echo, and the server is never left blocked on a pipe no one reads."""
     for chunk in iter(lambda: os.read(source, 65536), b""):
-        os.write(log, chunk)
-        with contextlib.suppress(OSError):  # a closed terminal never stops the log
-            os.write(echo, chunk)
+        for fd in (log, echo):
+            with contextlib.suppress(OSError):
+                write_all(fd, chunk)
     os.close(log)
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from ascendpatch.errors import EXIT_PROBLEMS
+from ascendpatch.fdwrite import write_all
 
 
 class _Run:
@@ -210,20 +211,15 @@ class _Whole(io.RawIOBase):
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        done = 0
         try:
-            while done < len(view):
-                if not _waiting[0]:
-                    self._without_waiting(view[done:])
-                    return len(view)
-                try:
-                    done += os.write(self.fd, view[done:])
-                except BlockingIOError:
-                    select.select([], [self.fd], [])
+            if _waiting[0]:
+                write_all(self.fd, view)
+            else:
+                self._without_waiting(view)
         except KeyboardInterrupt:
             stop_waiting()
             raise
-        return done
+        return len(view)
 
     def _without_waiting(self, view: memoryview) -> None:
         """``view`` written as far as the descriptor takes it now, a pipe's atomic size at a

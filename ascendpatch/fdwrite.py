@@ -1,0 +1,27 @@
+"""Writing all of some bytes to a descriptor, whatever kind it is.
+
+``os.write`` may take only part of what it is given (a disk that fills, a pipe with less
+room), and a descriptor another process made non-blocking (CI runners and process managers
+share one pipe for a child's stdout and stderr and set O_NONBLOCK on it, at any time) refuses
+a write outright when full (``BlockingIOError``). Both drop output without a word unless the
+writer writes again; this module is the one place that does (shell/streams.py for ascendpatch's
+own output, deploy/serve_start.py for a foreground server's).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """All of ``data`` written to ``fd``: again after a short write, and after waiting for
+    room where the descriptor is non-blocking and full. A write that fails raises its
+    OSError."""
+    view = memoryview(data).cast("B")
+    done = 0
+    while done < len(view):
+        try:
+            done += os.write(fd, view[done:])
+        except BlockingIOError:
+            select.select([], [fd], [])
