@@ -230,6 +230,36 @@ def test_whole_writes_keep_the_streams_as_the_interpreter_made_them(
     assert out.startswith("True [('<stdout>', 'w', "), out
 
 
+def test_a_ctrl_c_stops_the_waiting_of_its_own_run_only() -> None:
+    """After a Ctrl-C a full pipe takes what it can at once and the rest is dropped; the next
+    run in the same process (a tool running main twice) waits for room again."""
+    import fcntl
+    import threading
+
+    from ascendpatch.shell import streams
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, 1031, 4096)  # F_SETPIPE_SZ
+    os.set_blocking(write, False)
+    whole = streams._Whole(write, "<pipe>")
+    try:
+        with streams.guarded():
+            streams.stop_waiting()
+            assert whole.write(b"x" * 10_000) == 10_000  # at once
+        assert os.read(read, 65_536) == b"x" * 4096
+        with streams.guarded():
+            writer = threading.Thread(target=whole.write, args=(b"y" * 10_000,))
+            writer.start()
+            got = b""
+            while len(got) < 10_000:
+                got += os.read(read, 65_536)
+            writer.join(timeout=60)
+        assert got == b"y" * 10_000 and not writer.is_alive()
+    finally:
+        os.close(write)
+        os.close(read)
+
+
 def test_without_dev_null_a_failed_output_is_dropped_not_raised(
         site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A chroot without /dev/null: stdout cannot be pointed there once it fails, and later

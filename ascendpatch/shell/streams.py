@@ -37,6 +37,7 @@ class _Run:
 
     failed: OSError | None = None  # the first failure to write it (not a closed pipe)
     gone = False  # pointed at /dev/null: what is still written goes nowhere
+    waiting = True  # False after a Ctrl-C: a full output is no longer waited on
 
 
 _run = _Run()
@@ -177,15 +178,12 @@ def guarded() -> Iterator[None]:
                 setattr(sys, name, streams[name])
 
 
-_waiting = [True]  # False after a Ctrl-C: a full output is no longer waited on
-
-
 def stop_waiting() -> None:
-    """After a Ctrl-C: what stdout or stderr cannot take at once is dropped, never waited
-    for. A reader that stopped reading (a paused pager, a full pipe no one reads) held the
-    run after the interrupt until a second one (or for ever, unbuffered); now the one ends
-    it, 130, and what could not be shown is dropped."""
-    _waiting[0] = False
+    """After a Ctrl-C, for the rest of this run: what stdout or stderr cannot take at once is
+    dropped, never waited for. A reader that stopped reading (a paused pager, a full pipe no
+    one reads) held the run after the interrupt until a second one (or for ever, unbuffered);
+    now the one ends it, 130, and what could not be shown is dropped."""
+    _run.waiting = False
 
 
 class _Whole(io.RawIOBase):
@@ -212,7 +210,7 @@ class _Whole(io.RawIOBase):
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         try:
-            if _waiting[0]:
+            if _run.waiting:
                 write_all(self.fd, view)
             else:
                 self._without_waiting(view)
