@@ -223,65 +223,19 @@ def test_a_coverage_run_of_ascendpatch_still_saves_its_data(tmp_path: Path) -> N
     assert data.exists() and data.stat().st_size > 0, done.stderr
 
 
-def test_ctrl_c_while_the_last_flush_waits_is_exit_130_not_a_traceback(tmp_path: Path) -> None:
-    """The reader stopped reading (a terminal paused with Ctrl-S, a stuck pipe) and the run's
-    last flush waits on it; Ctrl-C then ends the run as an interrupt, 130, without a
-    traceback and without waiting on that reader again (what it could not write is dropped)."""
-    read, write = os.pipe()
-    os.set_blocking(write, False)
-    with contextlib.suppress(BlockingIOError):
-        while True:  # the pipe full: the run's first write of its output waits
-            os.write(write, b"x" * 4096)
-    os.set_blocking(write, True)
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text("")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    env["PYTHONPATH"] = str(REPO)
-    try:
-        child = subprocess.Popen([sys.executable, "-m", "ascendpatch", "--help"], stdout=write,
-                                 stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL,
-                                 preexec_fn=ctrl_c_as_a_terminal_gives_it)
-    finally:
-        os.close(write)
-    try:
-        wchan = Path(f"/proc/{child.pid}/wchan")
-        deadline = time.monotonic() + 60
-        # (until it waits in the write, its flush: pipe_write, anon_pipe_write from 6.x)
-        while not wchan.read_text().endswith("pipe_write") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert wchan.read_text().endswith("pipe_write")
-        child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=60)
-    finally:
-        child.kill()
-        child.wait()
-        os.close(read)
-    assert child.returncode == 130, err
-    assert b"Traceback" not in err
-
-
 _WAITING = ("pipe_write", "do_select", "poll_schedule_timeout")  # (the kernel's wait)
 
 
 def _waits(pid: int) -> bool:
+    """Whether the process waits to write: in a pipe's write (pipe_write, anon_pipe_write
+    from 6.x) or in a select for room."""
     return Path(f"/proc/{pid}/wchan").read_text().split(".")[0].endswith(_WAITING)
 
 
-@pytest.mark.parametrize(("blocking", "unbuffered", "shared", "args"), [
-    (False, False, False, ("--json", "manifests")),  # a CI runner's pipe, made non-blocking
-    (False, True, True, ("manifests",)),  # ... stdout and stderr on it, unbuffered
-    (True, False, True, ("manifests",)),  # a pager that stopped reading
-    (True, True, False, ("--json", "manifests")),
-])
-def test_one_ctrl_c_ends_a_run_whose_output_no_one_reads(
-        blocking: bool, unbuffered: bool, shared: bool, args: tuple[str, ...]) -> None:
-    """A full pipe no one reads: the run waits to write its results, and one Ctrl-C ends it,
-    130, with no traceback; what the pipe cannot take at once is dropped, never waited for
-    again (before, a buffered run on a blocking pipe, or one whose stderr shared it, needed a
-    second Ctrl-C, and an unbuffered one then ended with a traceback; a non-blocking pipe
-    waited, since shell/streams.py waits for room there). With --json the line is on stderr:
-    stdout holds part of the results, and a second document would make it no JSON."""
+def _ctrl_c_on_a_full_pipe(args: tuple[str, ...], *, blocking: bool = True,
+                           unbuffered: bool = False, shared: bool = False) -> tuple[int, bytes]:
+    """The exit code and stderr of ``ascendpatch ARGS`` whose stdout (and stderr when
+    ``shared``) is a full pipe no one reads, given one SIGINT once it waits to write."""
     read, write = os.pipe()
     os.set_blocking(write, False)
     with contextlib.suppress(BlockingIOError):
@@ -291,6 +245,7 @@ def test_one_ctrl_c_ends_a_run_whose_output_no_one_reads(
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     if unbuffered:
         env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = str(REPO)
     try:
         child = subprocess.Popen([sys.executable, "-m", "ascendpatch", *args], stdout=write,
                                  stderr=write if shared else subprocess.PIPE, env=env,
@@ -310,7 +265,35 @@ def test_one_ctrl_c_ends_a_run_whose_output_no_one_reads(
         child.kill()
         child.wait()
         os.close(read)
-    assert child.returncode == 130, err
+    return child.returncode, err or b""
+
+
+def test_ctrl_c_while_the_last_flush_waits_is_exit_130_not_a_traceback() -> None:
+    """The reader stopped reading (a terminal paused with Ctrl-S, a stuck pipe) and the run's
+    last flush waits on it; Ctrl-C then ends the run as an interrupt, 130, without a
+    traceback and without waiting on that reader again (what it could not write is dropped)."""
+    code, err = _ctrl_c_on_a_full_pipe(("--help",))
+    assert code == 130, err
+    assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize(("blocking", "unbuffered", "shared", "args"), [
+    (False, False, False, ("--json", "manifests")),  # a CI runner's pipe, made non-blocking
+    (False, True, True, ("manifests",)),  # ... stdout and stderr on it, unbuffered
+    (True, False, True, ("manifests",)),  # a pager that stopped reading
+    (True, True, False, ("--json", "manifests")),
+])
+def test_one_ctrl_c_ends_a_run_whose_output_no_one_reads(
+        blocking: bool, unbuffered: bool, shared: bool, args: tuple[str, ...]) -> None:
+    """A full pipe no one reads: the run waits to write its results, and one Ctrl-C ends it,
+    130, with no traceback; what the pipe cannot take at once is dropped, never waited for
+    again (before, a buffered run on a blocking pipe, or one whose stderr shared it, needed a
+    second Ctrl-C, and an unbuffered one then ended with a traceback; a non-blocking pipe
+    waited, since shell/streams.py waits for room there). With --json the line is on stderr:
+    stdout holds part of the results, and a second document would make it no JSON."""
+    code, err = _ctrl_c_on_a_full_pipe(args, blocking=blocking, unbuffered=unbuffered,
+                                       shared=shared)
+    assert code == 130, err
     if not shared:
         assert err == b"[FAIL] interrupted while showing the results; the command itself " \
             b"had finished\n"

@@ -18,6 +18,7 @@ import pytest
 from ascendpatch.deploy import procs, serve_start, serve_supervise, smoke
 from ascendpatch.errors import InvalidInputError
 from tests.kit import run_cli, seconduid, write_manifest
+from tests.kit.pipes import read_slowly
 
 
 @pytest.fixture
@@ -293,23 +294,9 @@ def test_a_foreground_servers_echo_on_a_full_non_blocking_pipe_is_whole(tmp_path
     made non-blocking (a CI runner's), read slowly, the echo waits for room and is whole, as
     the log is; before, each chunk the pipe could not take at once was dropped without a
     word (here 250 KB of the server's output shown as its first 4-8 KiB)."""
-    import fcntl
-
-    read, write = os.pipe()
-    fcntl.fcntl(write, 1031, 4096)  # F_SETPIPE_SZ
-    os.set_blocking(write, False)
-    got = bytearray()
-
-    def slowly() -> None:
-        while chunk := os.read(read, 4096):
-            got.extend(chunk)
-            time.sleep(0.002)
-
-    reader = threading.Thread(target=slowly)
-    reader.start()
     lines = "import sys\nfor i in range(5000): print(f'INFO line {i:05d} ' + 'x' * 30)\n"
     expected = "".join(f"INFO line {i:05d} {'x' * 30}\n" for i in range(5000)).encode()
-    try:
+    with read_slowly() as (write, got):
         process = serve_start.spawn([sys.executable, "-c", lines], dict(os.environ),
                                     tmp_path / "s.log", echo=write)
         assert process.wait(timeout=60) == 0
@@ -317,9 +304,5 @@ def test_a_foreground_servers_echo_on_a_full_non_blocking_pipe_is_whole(tmp_path
         while len(got) < len(expected) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.2)  # (nothing more comes)
-    finally:
-        os.close(write)
-        reader.join()
-        os.close(read)
     assert (tmp_path / "s.log").read_bytes() == expected
     assert bytes(got) == expected

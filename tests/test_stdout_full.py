@@ -20,6 +20,7 @@ import pytest
 
 from ascendpatch.shell import cli
 from tests.kit import make_demo_target, run_cli
+from tests.kit.pipes import non_blocking_pipe, read_slowly
 from tests.kit.smallfs import small_fs
 
 SAID = ("[FAIL] cannot write to standard output (No space left on device): what the command "
@@ -177,32 +178,12 @@ def test_a_full_non_blocking_pipe_is_waited_on_not_cut(unbuffered: str | None) -
     writes the whole document. Before, unbuffered, it kept 4096 of its 10,947 bytes and
     exited 0; buffered (the default), it kept 4096 and exited 1, "cannot write to standard
     output (write could not complete without blocking)"."""
-    import fcntl
-    import threading
-    import time
-
-    read, write = os.pipe()
-    fcntl.fcntl(write, 1031, 4096)  # F_SETPIPE_SZ
-    os.set_blocking(write, False)
-    got = bytearray()
-
-    def slowly() -> None:
-        while chunk := os.read(read, 1024):
-            got.extend(chunk)
-            time.sleep(0.005)
-
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     if unbuffered:
         env["PYTHONUNBUFFERED"] = unbuffered
-    reader = threading.Thread(target=slowly)
-    reader.start()
-    try:
+    with read_slowly() as (write, got):
         done = subprocess.run([sys.executable, "-m", "ascendpatch", "--json", "manifests"],
                               stdout=write, stderr=write, timeout=120, check=False, env=env)
-    finally:
-        os.close(write)
-        reader.join()
-        os.close(read)
     assert (done.returncode, bytes(got).decode()) == (0, run_cli("--json", "manifests").out)
 
 
@@ -233,14 +214,11 @@ def test_whole_writes_keep_the_streams_as_the_interpreter_made_them(
 def test_a_ctrl_c_stops_the_waiting_of_its_own_run_only() -> None:
     """After a Ctrl-C a full pipe takes what it can at once and the rest is dropped; the next
     run in the same process (a tool running main twice) waits for room again."""
-    import fcntl
     import threading
 
     from ascendpatch.shell import streams
 
-    read, write = os.pipe()
-    fcntl.fcntl(write, 1031, 4096)  # F_SETPIPE_SZ
-    os.set_blocking(write, False)
+    read, write = non_blocking_pipe(4096)
     whole = streams._Whole(write, "<pipe>")
     try:
         with streams.guarded():
