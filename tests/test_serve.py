@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ import pytest
 from ascendpatch.deploy import procs, serve_start, serve_supervise, smoke
 from ascendpatch.errors import InvalidInputError
 from tests.kit import run_cli, seconduid, write_manifest
-from tests.kit.pipes import read_slowly
+from tests.kit.pipes import non_blocking_pipe, read_slowly
 
 
 @pytest.fixture
@@ -306,3 +307,52 @@ def test_a_foreground_servers_echo_on_a_full_non_blocking_pipe_is_whole(tmp_path
         time.sleep(0.2)  # (nothing more comes)
     assert (tmp_path / "s.log").read_bytes() == expected
     assert bytes(got) == expected
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_a_foreground_terminal_that_stops_reading_never_holds_the_server(
+        tmp_path: Path, blocking: bool) -> None:
+    """A terminal that stops reading (a hung session; a pipe no one reads, made non-blocking
+    or not) never holds the log or the server: the server writes 6 MB and exits, the log has
+    all of it, and the echo shows what it could hold (serve_start.ECHO_HELD), then where
+    what it did not show is. Before, the log and the server waited with the echo (the
+    server killed as 'did not start' when the ready line never reached the log)."""
+    read, write = non_blocking_pipe(4096)
+    os.set_blocking(write, blocking)
+    lines = "for i in range(6000): print(f'INFO line {i:05d} ' + 'x' * 1000)\nprint('READY')\n"
+    expected = "".join(f"INFO line {i:05d} {'x' * 1000}\n" for i in range(6000)) + "READY\n"
+    try:
+        process = serve_start.spawn([sys.executable, "-c", lines], dict(os.environ),
+                                    tmp_path / "s.log", echo=write)
+        assert process.wait(timeout=60) == 0
+        deadline = time.monotonic() + 60
+        while (tmp_path / "s.log").stat().st_size < len(expected) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "s.log").read_text() == expected
+        got = bytearray()
+        os.set_blocking(read, False)
+        last = time.monotonic()
+        # (until the last chunk or the note the end left has come, and nothing more for 0.5 s)
+        while time.monotonic() < deadline and not (
+                got.endswith((b"READY\n", b"s.log\n")) and time.monotonic() - last > 0.5):
+            try:
+                got += os.read(read, 1 << 20)
+                last = time.monotonic()
+            except BlockingIOError:
+                time.sleep(0.01)
+    finally:
+        os.close(write)
+        os.close(read)
+    # what it held, a note where what it could not hold was, what it held again, ...
+    parts = re.split(r"\n\[ascendpatch\] (\d+) bytes of the server's output not shown here "
+                     r"\(the terminal did not keep up\): read .*?s\.log\n", bytes(got).decode())
+    assert len(parts) > 1 and len(parts[0]) <= serve_start.ECHO_HELD + 65536
+    at = 0
+    for index, part in enumerate(parts):
+        if index % 2:
+            at += int(part)  # (a note's count: what it did not show there)
+        else:
+            assert expected[at:at + len(part)] == part
+            at += len(part)
+    assert at == len(expected)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import queue
 import re
 import signal
 import stat
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from ascendpatch import progress
 from ascendpatch.deploy import procs, serve_env, smoke
@@ -140,15 +142,70 @@ def open_log(path: Path) -> int:
     return fd
 
 
-def _tee(source: int, log: int, echo: int) -> None:
-    """The server's output into its log and onto ``echo``, each whole (fdwrite: a short
-    write, or an echo another process made non-blocking, dropped part of it without a word).
-    Neither failing stops the other or the reading: a closed terminal never stops the log,
-    nor a full disk the echo, and the server is never left blocked on a pipe no one reads."""
-    for chunk in iter(lambda: os.read(source, 65536), b""):
-        for fd in (log, echo):
+ECHO_HELD = 4 << 20  # bytes the echo may fall behind the log before what comes is not shown
+
+
+class _Echo:
+    """The server's output on the foreground's terminal, on a thread of its own: a terminal
+    that stops reading (a paused or hung session, a pipe no one reads) never holds the log
+    or the server, which vLLM run directly there would not be held by either (its writes
+    fail, and it goes on). Up to ECHO_HELD bytes wait for it; past them, chunks are not
+    shown, and a note where they were says how much and where to read it."""
+
+    def __init__(self, fd: int, log: Path) -> None:
+        self.fd = fd
+        self.log = log
+        self.queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.held = 0  # bytes queued and not yet shown
+        self.dropped = 0  # bytes not shown since the last chunk queued (the tee's alone)
+        self.thread = threading.Thread(target=self._show, daemon=True)
+        self.thread.start()
+
+    def put(self, chunk: bytes) -> None:
+        """``chunk`` to be shown, after the note of what was not, if anything was."""
+        with self.lock:
+            if self.held + len(chunk) > ECHO_HELD:
+                self.dropped += len(chunk)
+                return
+            chunk = self._note() + chunk
+            self.held += len(chunk)
+        self.dropped = 0
+        self.queue.put(chunk)
+
+    def close(self) -> None:
+        """The end of the output: the note of what was not shown last, if anything was."""
+        with self.lock:
+            note = self._note()
+            self.held += len(note)
+        if note:
+            self.queue.put(note)
+        self.queue.put(None)
+
+    def _note(self) -> bytes:
+        if not self.dropped:
+            return b""
+        return (f"\n[ascendpatch] {self.dropped} bytes of the server's output not shown here "
+                f"(the terminal did not keep up): read {self.log}\n").encode()
+
+    def _show(self) -> None:
+        while (chunk := self.queue.get()) is not None:
+            with contextlib.suppress(OSError):  # (a closed terminal: the log goes on)
+                write_all(self.fd, chunk)
+            with self.lock:
+                self.held -= len(chunk)
+
+
+def _tee(source: IO[bytes], log: int, echo: _Echo) -> None:
+    """The server's output into its log, whole (fdwrite: a short write lost the rest of a
+    chunk), and to the echo; a log that fails (a full disk) never stops the reading, so the
+    server is never left blocked on its output."""
+    with source:
+        for chunk in iter(lambda: os.read(source.fileno(), 65536), b""):
             with contextlib.suppress(OSError):
-                write_all(fd, chunk)
+                write_all(log, chunk)
+            echo.put(chunk)
+    echo.close()
     os.close(log)
 
 
@@ -169,7 +226,8 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], log: Path,
         os.close(fd)
     else:
         assert process.stdout is not None
-        threading.Thread(target=_tee, args=(process.stdout.fileno(), fd, echo), daemon=True).start()
+        threading.Thread(target=_tee, args=(process.stdout, fd, _Echo(echo, log)),
+                         daemon=True).start()
     return process
 
 
