@@ -14,6 +14,17 @@ import os
 import select
 
 
+def write_some(fd: int, view: memoryview) -> int:
+    """One write of ``view`` (not empty) to ``fd``, after waiting for room where the
+    descriptor is non-blocking and full: how many bytes it took. A write that fails raises
+    its OSError."""
+    while True:
+        try:
+            return os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [])
+
+
 def write_all(fd: int, data: bytes | memoryview) -> None:
     """All of ``data`` written to ``fd``: again after a short write, and after waiting for
     room where the descriptor is non-blocking and full. A write that fails raises its
@@ -21,7 +32,4 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data).cast("B")
     done = 0
     while done < len(view):
-        try:
-            done += os.write(fd, view[done:])
-        except BlockingIOError:
-            select.select([], [fd], [])
+        done += write_some(fd, view[done:])

@@ -206,6 +206,51 @@ def test_ctrl_c_while_rendering_is_exit_130_and_one_line(monkeypatch: pytest.Mon
                         "had finished\n")
 
 
+@pytest.mark.parametrize("began", [False, True])
+def test_ctrl_c_while_rendering_json_is_one_document_or_one_line(
+        monkeypatch: pytest.MonkeyPatch, began: bool) -> None:
+    """--json and a Ctrl-C after the command returned: before anything was written, the
+    interrupt is the one JSON document (as before); once part of the results is on stdout,
+    a second document would make it no JSON at all, so the interrupt is a line on stderr."""
+    import json
+
+    from ascendpatch.shell import output
+    from tests.kit import run_cli
+
+    def broken(*args: object, **kwargs: object) -> None:
+        if began:
+            sys.stdout.write('{"format": ')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output, "render", broken)
+    done = run_cli("--json", "manifests")
+    assert done.code == 130
+    if began:
+        assert done.out == '{"format": '
+        assert done.err == ("[FAIL] interrupted while showing the results; the command "
+                            "itself had finished\n")
+    else:
+        assert json.loads(done.out)["exit_code"] == 130 and done.err == ""
+
+
+def test_a_second_ctrl_c_while_the_first_is_answered_ends_the_run_quietly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Ctrl-C in a row: the second arrives while the first is being answered (its line
+    written, what was started stopped). The run ends at once, 130, with no traceback (it was
+    one, and a death by signal)."""
+    from ascendpatch.shell import streams
+    from tests.kit import run_cli
+
+    _render_raises(monkeypatch, KeyboardInterrupt())
+
+    def again() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(streams, "stop_waiting", again)
+    done = run_cli("--color", "never", "manifests")
+    assert (done.code, done.out, done.err) == (130, "", "")
+
+
 def test_a_bug_while_building_the_parser_is_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.kit import run_cli
 

@@ -238,6 +238,39 @@ def test_a_ctrl_c_stops_the_waiting_of_its_own_run_only() -> None:
         os.close(read)
 
 
+def test_a_ctrl_c_in_the_middle_of_a_write_shows_nothing_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C while a buffered stream's write waits, after part of it was written: that part
+    is not written again when the buffer above, which met the interrupt, writes it all again
+    (the reader saw a line twice), and the rest goes as far as the pipe takes it at once."""
+    from ascendpatch import fdwrite
+    from ascendpatch.shell import streams
+
+    read, write = os.pipe()
+    calls: list[int] = []
+    real = fdwrite.write_some
+
+    def interrupted(fd: int, view: memoryview) -> int:
+        calls.append(len(view))
+        if len(calls) == 1:
+            return real(fd, view[:3])  # a short write ...
+        raise KeyboardInterrupt  # ... then a Ctrl-C while waiting for room
+
+    monkeypatch.setattr(streams, "write_some", interrupted)
+    buffered = io.BufferedWriter(streams._Whole(write, "<pipe>"), 64)
+    try:
+        with streams.guarded():
+            buffered.write(b"0123456789abcdef")
+            with pytest.raises(KeyboardInterrupt):
+                buffered.flush()
+            buffered.write(b"XYZ")
+            buffered.flush()
+        assert os.read(read, 100) == b"0123456789abcdefXYZ"
+    finally:
+        os.close(write)
+        os.close(read)
+
+
 def test_without_dev_null_a_failed_output_is_dropped_not_raised(
         site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A chroot without /dev/null: stdout cannot be pointed there once it fails, and later

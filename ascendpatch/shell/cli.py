@@ -139,15 +139,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     alike. Expected errors exit with their code and one line, bugs 3 with a log, Ctrl-C 130."""
     run = _Run(sys.argv[1:] if argv is None else list(argv))
     try:
-        with streams.guarded():
-            code = _guarded(run)
-    except SystemExit as exc:  # argparse: --help, --version, a usage error
-        if exc.code is None or isinstance(exc.code, int):
-            told = streams.said(exc.code or 0, run.color)  # (--help into a full disk)
-            if told != (exc.code or 0):
-                raise SystemExit(told) from None
-        raise
-    return streams.said(code, run.color)
+        try:
+            with streams.guarded():
+                code = _guarded(run)
+        except SystemExit as exc:  # argparse: --help, --version, a usage error
+            if exc.code is None or isinstance(exc.code, int):
+                told = streams.said(exc.code or 0, run.color)  # (--help into a full disk)
+                if told != (exc.code or 0):
+                    raise SystemExit(told) from None
+            raise
+        return streams.said(code, run.color)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first was answered: at once, 130
+        return EXIT_INTERRUPTED
 
 
 def _guarded(run: _Run) -> int:
@@ -157,7 +160,7 @@ def _guarded(run: _Run) -> int:
         return _fail(run, str(exc), exc.exit_code, details=exc.details)
     except KeyboardInterrupt as exc:
         streams.stop_waiting()  # (an output that stopped taking more held the run)
-        if run.finished:  # stdout holds part of the results: a second document would
+        if streams.began():  # stdout holds part of the results: a second document would
             run.as_json = False  # make it no JSON at all; the line goes to stderr
         return _fail(run, _interrupted(run, exc), EXIT_INTERRUPTED)
     except Exception as exc:  # a bug, not a user error

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from ascendpatch.errors import EXIT_PROBLEMS
-from ascendpatch.fdwrite import write_all
+from ascendpatch.fdwrite import write_some
 
 
 class _Run:
@@ -38,6 +38,7 @@ class _Run:
     failed: OSError | None = None  # the first failure to write it (not a closed pipe)
     gone = False  # pointed at /dev/null: what is still written goes nowhere
     waiting = True  # False after a Ctrl-C: a full output is no longer waited on
+    began = False  # something was written to it
 
 
 _run = _Run()
@@ -67,6 +68,11 @@ def stdout_failed(exc: OSError) -> None:
         _run.failed = exc
     _run.gone = True
     silence_stdout()
+
+
+def began() -> bool:
+    """Whether this run has written anything to stdout."""
+    return _run.began
 
 
 def gone() -> bool:
@@ -119,14 +125,18 @@ class _Guarded:
     OSError rising through a command could be taken for one of its target's). Everything else
     is the stream's own."""
 
-    def __init__(self, stream: TextIO, failed: Callable[[OSError], None]) -> None:
+    def __init__(self, stream: TextIO, failed: Callable[[OSError], None], *,
+                 stdout: bool = False) -> None:
         self.stream = stream
         self.failed = failed
+        self.stdout = stdout  # (what is written to it tells began())
         self.dropped = False  # (after a failure: even where /dev/null cannot stand in)
 
     def write(self, text: str) -> int:
         if self.dropped:
             return len(text)
+        if text and self.stdout:
+            _run.began = True
         try:
             return self.stream.write(text)
         except OSError as exc:
@@ -166,8 +176,9 @@ def guarded() -> Iterator[None]:
     global _run
     _run = _Run()  # (an earlier run's in this process is not this one's)
     streams = {name: getattr(sys, name) for name in ("stdout", "stderr")}
-    guards = {name: _Guarded(stream, stdout_failed if name == "stdout" else _stderr_failed)
-              for name, stream in streams.items() if stream is not None}
+    guards = {name: _Guarded(stream, stdout_failed, stdout=True) if name == "stdout" else
+              _Guarded(stream, _stderr_failed) for name, stream in streams.items()
+              if stream is not None}
     for name, guard in guards.items():
         setattr(sys, name, guard)
     try:
@@ -197,6 +208,7 @@ class _Whole(io.RawIOBase):
         self.fd = fd
         self.name = name  # (as the interpreter's own: "<stdout>")
         self.mode = "wb"
+        self.interrupted = b""  # what a write a Ctrl-C stopped had written of its bytes
 
     def writable(self) -> bool:
         return True
@@ -209,15 +221,22 @@ class _Whole(io.RawIOBase):
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
+        done = self._written_before(view)
         try:
-            if _run.waiting:
-                write_all(self.fd, view)
-            else:
-                self._without_waiting(view)
-        except KeyboardInterrupt:
+            while done < len(view) and _run.waiting:
+                done += write_some(self.fd, view[done:])
+        except KeyboardInterrupt:  # (a Ctrl-C while it waits for room)
             stop_waiting()
+            self.interrupted = bytes(view[:done])
             raise
+        self._without_waiting(view[done:])
         return len(view)
+
+    def _written_before(self, view: memoryview) -> int:
+        """How much of ``view`` a write the interrupt stopped had written: the buffer above
+        met the interrupt and writes it all again (a line shown twice), so it is skipped."""
+        written, self.interrupted = self.interrupted, b""
+        return len(written) if written and view[:len(written)] == written else 0
 
     def _without_waiting(self, view: memoryview) -> None:
         """``view`` written as far as the descriptor takes it now, a pipe's atomic size at a
