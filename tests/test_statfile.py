@@ -191,7 +191,8 @@ def test_an_older_cache_is_not_read_and_the_next_save_removes_its_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_name: str) -> None:
     """A cache written before format 5 (statcache.json), or in the folder each target had
     before its cache was one file of audit/, costs one full audit, which writes the new file
-    and removes the old one and its folder (they are never read again)."""
+    and removes the old one and its folder (they are never read again), and every other
+    target's old folder (a target audited once is never saved again)."""
     monkeypatch.setenv("ASCENDPATCH_CACHE", str(tmp_path / "cache"))
     target = tmp_path / "site"
     target.mkdir()
@@ -207,9 +208,14 @@ def test_an_older_cache_is_not_read_and_the_next_save_removes_its_folder(
     cache = StatCache(target)
     assert cache.entries == {}
     assert stat_and_hash([("a", str(target / "a"), 2)], cache, workers=1).hashed == 1
+    another = folder.with_name("0123456789abcdef01234567")  # (a target never saved again)
+    another.mkdir(mode=0o700)
+    (another / old_name).write_text("{}")
+    theirs = folder.with_name("notes")  # (not a cache's folder: left alone)
+    theirs.mkdir(mode=0o700)
     cache.save()
-    assert not folder.exists() and path.exists()
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    assert not folder.exists() and not another.exists() and path.exists()
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, "notes"])
 
 
 def test_the_audit_folder_keeps_the_stat_caches_of_the_last_targets_audited(

@@ -224,15 +224,19 @@ class StatCache:
         self.dirty = False
 
     def _remove_old_place(self) -> None:
-        """The folder this target's cache had before (audit/<key>/), whose files are never
-        read again, removed; a link there is left alone."""
-        folder = self.path.with_name(self.path.name.partition(".")[0])
-        if folder.is_symlink() or not folder.is_dir():
-            return
-        for old in _OLD_NAMES:
-            cachedir.remove(folder / old)
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+        """The folders every target's cache had before (audit/<key>/), whose files are never
+        read again, removed with those files (a target audited once, a CI job's venv, is
+        never saved again to remove its own); a link or anything else there is left alone."""
+        old_places: list[Path] = []
+        with contextlib.suppress(OSError), os.scandir(self.path.parent) as entries:
+            old_places = [Path(entry.path) for entry in entries
+                          if len(entry.name) == 24 and entry.is_dir(follow_symlinks=False)
+                          and all(c in "0123456789abcdef" for c in entry.name)]
+        for folder in old_places:
+            for old in _OLD_NAMES:
+                cachedir.remove(folder / old)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
     def _forget_unverified(self) -> None:
         stale = [rel for rel, cached in self.entries.items() if not self._kept(rel, cached)]
