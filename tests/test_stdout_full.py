@@ -257,7 +257,7 @@ def test_a_ctrl_c_in_the_middle_of_a_write_shows_nothing_twice(
         raise KeyboardInterrupt  # ... then a Ctrl-C while waiting for room
 
     monkeypatch.setattr(streams, "write_some", interrupted)
-    buffered = io.BufferedWriter(streams._Whole(write, "<pipe>"), 64)
+    buffered = io.BufferedWriter(streams._Whole(write, "<pipe>", buffered=True), 64)
     try:
         with streams.guarded():
             buffered.write(b"0123456789abcdef")

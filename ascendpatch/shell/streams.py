@@ -203,11 +203,12 @@ class _Whole(io.RawIOBase):
     waited on until it takes more; after a Ctrl-C (:func:`stop_waiting`), what it cannot take
     at once is dropped. The descriptor is not closed with it."""
 
-    def __init__(self, fd: int, name: object) -> None:
+    def __init__(self, fd: int, name: object, *, buffered: bool = False) -> None:
         super().__init__()
         self.fd = fd
         self.name = name  # (as the interpreter's own: "<stdout>")
         self.mode = "wb"
+        self.buffered = buffered  # under a buffer, which writes again what met an interrupt
         self.interrupted = b""  # what a write a Ctrl-C stopped had written of its bytes
 
     def writable(self) -> bool:
@@ -227,7 +228,8 @@ class _Whole(io.RawIOBase):
                 done += write_some(self.fd, view[done:])
         except KeyboardInterrupt:  # (a Ctrl-C while it waits for room)
             stop_waiting()
-            self.interrupted = bytes(view[:done])
+            if self.buffered:
+                self.interrupted = bytes(view[:done])
             raise
         self._without_waiting(view[done:])
         return len(view)
@@ -278,7 +280,7 @@ def whole_writes() -> None:
             stream.flush()
             fd = stream.fileno()
             # (Any: typeshed's TextIOWrapper wants a buffer type with a name, as _Whole has)
-            whole: Any = _Whole(fd, getattr(layer, "name", fd))
+            whole: Any = _Whole(fd, getattr(layer, "name", fd), buffered=not unbuffered)
             if not unbuffered:  # (the interpreter's buffer size: io.open's)
                 size = os.fstat(fd).st_blksize
                 whole = io.BufferedWriter(whole, size if size > 1 else io.DEFAULT_BUFFER_SIZE)
