@@ -33,3 +33,24 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
     done = 0
     while done < len(view):
         done += write_some(fd, view[done:])
+
+
+def write_now(fd: int, data: bytes | memoryview) -> int:
+    """As much of ``data`` as ``fd`` takes at once, a pipe's atomic size at a time (a
+    blocking pipe with room for one never blocks; a terminal may, for the room it lacks):
+    how many bytes it took. For what is shown after a Ctrl-C, or at the end, to a reader
+    that may have stopped reading; an error is as good as no room."""
+    view = memoryview(data).cast("B")
+    done = 0
+    while done < len(view):
+        chunk = view[done:done + select.PIPE_BUF]
+        try:
+            if not select.select([], [fd], [], 0)[1]:
+                break
+            wrote = os.write(fd, chunk)
+        except (OSError, ValueError):
+            break
+        done += wrote
+        if wrote < len(chunk):  # (no more room)
+            break
+    return done

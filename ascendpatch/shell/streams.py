@@ -23,13 +23,12 @@ import contextlib
 import errno
 import io
 import os
-import select
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from ascendpatch.errors import EXIT_PROBLEMS
-from ascendpatch.fdwrite import write_some
+from ascendpatch.fdwrite import write_now, write_some
 
 
 class _Run:
@@ -209,7 +208,8 @@ class _Whole(io.RawIOBase):
         self.name = name  # (as the interpreter's own: "<stdout>")
         self.mode = "wb"
         self.buffered = buffered  # under a buffer, which writes again what met an interrupt
-        self.interrupted = b""  # what a write a Ctrl-C stopped had written of its bytes
+        # the bytes of the write a Ctrl-C stopped, and how many of them it had written
+        self.interrupted: tuple[bytes, int] = (b"", 0)
 
     def writable(self) -> bool:
         return True
@@ -229,29 +229,17 @@ class _Whole(io.RawIOBase):
         except KeyboardInterrupt:  # (a Ctrl-C while it waits for room)
             stop_waiting()
             if self.buffered:
-                self.interrupted = bytes(view[:done])
+                self.interrupted = (bytes(view), done)
             raise
-        self._without_waiting(view[done:])
+        write_now(self.fd, view[done:])  # (after a Ctrl-C: the rest as far as it goes)
         return len(view)
 
     def _written_before(self, view: memoryview) -> int:
         """How much of ``view`` a write the interrupt stopped had written: the buffer above
-        met the interrupt and writes it all again (a line shown twice), so it is skipped."""
-        written, self.interrupted = self.interrupted, b""
-        return len(written) if written and view[:len(written)] == written else 0
-
-    def _without_waiting(self, view: memoryview) -> None:
-        """``view`` written as far as the descriptor takes it now, a pipe's atomic size at a
-        time (a blocking pipe with room for one never blocks); the rest dropped."""
-        for start in range(0, len(view), select.PIPE_BUF):
-            if not select.select([], [self.fd], [], 0)[1]:
-                return
-            chunk = view[start:start + select.PIPE_BUF]
-            try:
-                if os.write(self.fd, chunk) < len(chunk):
-                    return
-            except BlockingIOError:
-                return
+        met the interrupt and hands all of that write's bytes again (a line shown twice), so
+        that much is skipped; anything else is new."""
+        (handed, written), self.interrupted = self.interrupted, (b"", 0)
+        return written if handed and view[:len(handed)] == handed else 0
 
     def close(self) -> None:  # (the process's descriptor: never closed here)
         if not self.closed:
