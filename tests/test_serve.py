@@ -309,33 +309,36 @@ def test_a_foreground_servers_echo_on_a_full_non_blocking_pipe_is_whole(tmp_path
     assert bytes(got) == expected
 
 
-@pytest.mark.parametrize("blocking", [False, True])
+@pytest.mark.parametrize(("blocking", "name"), [(False, "s.log"), (True, "s.log"),
+                                               (False, os.fsdecode(b"s\xff\x1b.log"))])
 def test_a_foreground_terminal_that_stops_reading_never_holds_the_server(
-        tmp_path: Path, blocking: bool) -> None:
+        tmp_path: Path, blocking: bool, name: str) -> None:
     """A terminal that stops reading (a hung session; a pipe no one reads, made non-blocking
     or not) never holds the log or the server: the server writes 6 MB and exits, the log has
     all of it, and the echo shows what it could hold (serve_start.ECHO_HELD), then where
-    what it did not show is. Before, the log and the server waited with the echo (the
-    server killed as 'did not start' when the ready line never reached the log)."""
+    what it did not show is, the log's name made printable (one that is not UTF-8 killed
+    the tee, and the server with it). Before, the log and the server waited with the echo
+    (the server killed as 'did not start' when the ready line never reached the log)."""
     read, write = non_blocking_pipe(4096)
     os.set_blocking(write, blocking)
+    log = tmp_path / name
     lines = "for i in range(6000): print(f'INFO line {i:05d} ' + 'x' * 1000)\nprint('READY')\n"
     expected = "".join(f"INFO line {i:05d} {'x' * 1000}\n" for i in range(6000)) + "READY\n"
     try:
         process = serve_start.spawn([sys.executable, "-c", lines], dict(os.environ),
-                                    tmp_path / "s.log", echo=write)
+                                    log, echo=write)
         assert process.wait(timeout=60) == 0
         deadline = time.monotonic() + 60
-        while (tmp_path / "s.log").stat().st_size < len(expected) and \
+        while log.stat().st_size < len(expected) and \
                 time.monotonic() < deadline:
             time.sleep(0.05)
-        assert (tmp_path / "s.log").read_text() == expected
+        assert log.read_text() == expected
         got = bytearray()
         os.set_blocking(read, False)
         last = time.monotonic()
         # (until the last chunk or the note the end left has come, and nothing more for 0.5 s)
         while time.monotonic() < deadline and not (
-                got.endswith((b"READY\n", b"s.log\n")) and time.monotonic() - last > 0.5):
+                got.endswith((b"READY\n", b".log\n")) and time.monotonic() - last > 0.5):
             try:
                 got += os.read(read, 1 << 20)
                 last = time.monotonic()
@@ -344,9 +347,9 @@ def test_a_foreground_terminal_that_stops_reading_never_holds_the_server(
     finally:
         os.close(write)
         os.close(read)
-    # what it held, a note where what it could not hold was, what it held again, ...
+    # what it held, a note where what it could not hold was (on a line of its own), ...
     parts = re.split(r"\n\[ascendpatch\] (\d+) bytes of the server's output not shown here "
-                     r"\(the terminal did not keep up\): read .*?s\.log\n", bytes(got).decode())
+                     r"\(the terminal did not keep up\): read .*?\.log\n", bytes(got).decode())
     assert len(parts) > 1 and len(parts[0]) <= serve_start.ECHO_HELD + 65536
     at = 0
     for index, part in enumerate(parts):
@@ -356,3 +359,36 @@ def test_a_foreground_terminal_that_stops_reading_never_holds_the_server(
             assert expected[at:at + len(part)] == part
             at += len(part)
     assert at == len(expected)
+
+
+_CHATTY = """import sys
+for i in range(3000):
+    print(f"INFO line {i:05d} " + "x" * 200)
+print("Traceback (most recent call last): THE LAST LINE")
+sys.exit(7)
+"""
+
+
+def test_a_foreground_servers_last_words_are_shown_before_ascendpatchs(
+        target: list[str], tmp_path: Path) -> None:
+    """serve --foreground on a terminal slower than the server (read at 200 KB/s): the server
+    dies after 620 KB, and every line of it is shown, its last (the traceback a user needs)
+    included, before ascendpatch's own lines say it did not start. The echo holds what the
+    terminal has not taken yet; before, the run's end dropped it (514 of 3000 lines shown,
+    not the last), and ascendpatch's lines came in the middle of the server's."""
+    (tmp_path / "server.py").write_text(_CHATTY)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with read_slowly() as (write, got):
+        done = subprocess.run(
+            [sys.executable, "-m", "ascendpatch", "--color", "never", *target, "serve",
+             "--foreground", "--force", "--log", str(tmp_path / "s.log"), "--pidfile",
+             str(tmp_path / "s.pid"), "--ready-timeout", "60", "--", sys.executable,
+             str(tmp_path / "server.py")], stdout=write, stderr=subprocess.PIPE, env=env,
+            timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    lines = bytes(got).decode().splitlines()
+    server = [line for line in lines if not line.startswith(("[", "serve:"))]
+    assert server == [f"INFO line {i:05d} {'x' * 200}" for i in range(3000)] + [
+        "Traceback (most recent call last): THE LAST LINE"]
+    assert lines.index(server[-1]) == len(lines) - 3  # then [FAIL] ... and the summary
+    assert lines[-1] == "serve: the server did not start; nothing is left running"

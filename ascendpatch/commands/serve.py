@@ -159,6 +159,7 @@ def _start(ctx: Context, argv: Sequence[str], env: dict[str, str], options: Opti
         outcome = serve_start.wait_ready(process, log, endpoint, options.ready_timeout, reaper)
         if not outcome.ready and (forwarder is None or forwarder.received is None):
             serve_start.stop_group(process, reap=reaper)
+            serve_start.echo_done(process)  # (its last words before ours)
             with contextlib.suppress(OSError):
                 remove(pidfile)
             lines.add(*_death(ctx, log, outcome))
@@ -170,6 +171,7 @@ def _start(ctx: Context, argv: Sequence[str], env: dict[str, str], options: Opti
         assert isinstance(reaper, serve_supervise.Reaper)
         code, left = serve_supervise.supervise(process, reaper)
         forwarder.group = None  # reaped: its id may be another group's now
+        serve_start.echo_done(process)  # (its last words before ours)
         with contextlib.suppress(OSError):
             remove(pidfile)
     stopped = ", ".join(f"PID {p.pid} ({p.title})" for p in left) or "none"

@@ -29,7 +29,7 @@ from ascendpatch.deploy import procs, serve_env, smoke
 from ascendpatch.deploy.launch import flag_value
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.fdwrite import write_all
+from ascendpatch.fdwrite import write_all, write_now
 from ascendpatch.paths import NotRegularFileError, foreign_owner, open_regular, open_to_others
 from ascendpatch.store.atomic import write_atomic
 
@@ -143,6 +143,7 @@ def open_log(path: Path) -> int:
 
 
 ECHO_HELD = 4 << 20  # bytes the echo may fall behind the log before what comes is not shown
+ECHO_DRAIN = 5.0  # seconds the terminal gets, once the server is gone, to show what is held
 
 
 class _Echo:
@@ -154,7 +155,7 @@ class _Echo:
 
     def __init__(self, fd: int, log: Path) -> None:
         self.fd = fd
-        self.log = log
+        self.where = printable(str(log))  # (a name that is not UTF-8, a control character)
         self.queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.held = 0  # bytes queued and not yet shown
@@ -168,7 +169,7 @@ class _Echo:
             if self.held + len(chunk) > ECHO_HELD:
                 self.dropped += len(chunk)
                 return
-            chunk = self._note() + chunk
+            chunk = self._note(self.dropped) + chunk
             self.held += len(chunk)
         self.dropped = 0
         self.queue.put(chunk)
@@ -176,17 +177,28 @@ class _Echo:
     def close(self) -> None:
         """The end of the output: the note of what was not shown last, if anything was."""
         with self.lock:
-            note = self._note()
+            note = self._note(self.dropped)
             self.held += len(note)
         if note:
             self.queue.put(note)
         self.queue.put(None)
 
-    def _note(self) -> bytes:
-        if not self.dropped:
+    def finish(self, seconds: float) -> None:
+        """What is held shown within ``seconds`` (ascendpatch's own last lines come after
+        it, and the process's end would drop it); what a terminal that does not keep up has
+        not taken by then is left, and a note says how much, written without waiting."""
+        self.thread.join(seconds)
+        if self.thread.is_alive():
+            with self.lock:
+                left, self.held = self.held, 0
+            write_now(self.fd, self._note(left))
+
+    def _note(self, count: int) -> bytes:
+        if not count:
             return b""
-        return (f"\n[ascendpatch] {self.dropped} bytes of the server's output not shown here "
-                f"(the terminal did not keep up): read {self.log}\n").encode()
+        # (on a line of its own: the chunk before it may have ended in the middle of one)
+        return (f"\n[ascendpatch] {count} bytes of the server's output not shown here (the "
+                f"terminal did not keep up): read {self.where}\n").encode()
 
     def _show(self) -> None:
         while (chunk := self.queue.get()) is not None:
@@ -196,28 +208,57 @@ class _Echo:
                 self.held -= len(chunk)
 
 
-def _tee(source: IO[bytes], log: int, echo: _Echo) -> None:
+class _Tee:
     """The server's output into its log, whole (fdwrite: a short write lost the rest of a
-    chunk), and to the echo; a log that fails (a full disk) never stops the reading, so the
-    server is never left blocked on its output."""
-    with source:
-        for chunk in iter(lambda: os.read(source.fileno(), 65536), b""):
-            with contextlib.suppress(OSError):
-                write_all(log, chunk)
-            echo.put(chunk)
-    echo.close()
-    os.close(log)
+    chunk), and to the echo. Nothing stops the reading: a log that fails (a full disk) or an
+    echo that does, so the server is never left blocked on its output."""
+
+    def __init__(self, source: IO[bytes], log: int, echo: _Echo) -> None:
+        self.echo = echo
+        self.thread = threading.Thread(target=self._run, args=(source, log), daemon=True)
+        self.thread.start()
+
+    def _run(self, source: IO[bytes], log: int) -> None:
+        with source:
+            for chunk in iter(lambda: os.read(source.fileno(), 65536), b""):
+                with contextlib.suppress(OSError):
+                    write_all(log, chunk)
+                with contextlib.suppress(Exception):  # (a courtesy: never the log's end)
+                    self.echo.put(chunk)
+        os.close(log)
+        self.echo.close()
+
+    def finish(self, seconds: float) -> None:
+        """The server's output read to its end and shown (:meth:`_Echo.finish`) within
+        ``seconds``."""
+        deadline = time.monotonic() + seconds
+        self.thread.join(seconds)
+        self.echo.finish(max(0.0, deadline - time.monotonic()))
+
+
+class Server(subprocess.Popen[bytes]):
+    """The server's process; with --foreground, the tee of its output (:func:`echo_done`)."""
+
+    tee: _Tee | None = None
+
+
+def echo_done(process: subprocess.Popen[bytes], seconds: float = ECHO_DRAIN) -> None:
+    """Once the server's group is gone, before ascendpatch's own last lines: what the echo
+    holds shown, within ``seconds``."""
+    tee = getattr(process, "tee", None)
+    if isinstance(tee, _Tee):
+        tee.finish(seconds)
 
 
 def spawn(argv: Sequence[str], env: Mapping[str, str], log: Path,
-          echo: int | None = None) -> subprocess.Popen[bytes]:
+          echo: int | None = None) -> Server:
     """``argv`` as a new session's leader, stdout and stderr to ``log`` (and to the file
     descriptor ``echo`` too, when given)."""
     fd = open_log(log)
     try:
-        process = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL,
-                                   stdout=fd if echo is None else subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = Server(list(argv), env=dict(env), stdin=subprocess.DEVNULL,
+                         stdout=fd if echo is None else subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         os.close(fd)
         raise InvalidInputError(f"cannot start {printable(argv[0])} ({exc.strerror})",
@@ -226,8 +267,7 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], log: Path,
         os.close(fd)
     else:
         assert process.stdout is not None
-        threading.Thread(target=_tee, args=(process.stdout, fd, _Echo(echo, log)),
-                         daemon=True).start()
+        process.tee = _Tee(process.stdout, fd, _Echo(echo, log))
     return process
 
 
