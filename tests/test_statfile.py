@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ascendpatch import progress
 from ascendpatch.inspect.audit import StatCache, stat_and_hash, statcache, statfile
 
 signed = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -213,9 +214,17 @@ def test_an_older_cache_is_not_read_and_the_next_save_removes_its_folder(
     (another / old_name).write_text("{}")
     theirs = folder.with_name("notes")  # (not a cache's folder: left alone)
     theirs.mkdir(mode=0o700)
+    shared = folder.with_name("fedcba9876543210fedcba98")  # (open to others: left, quietly)
+    shared.mkdir(mode=0o700)
+    (shared / old_name).write_text("{}")
+    shared.chmod(0o777)
+    notices: list[str] = []
+    monkeypatch.setattr(progress, "notice", notices.append)
     cache.save()
     assert not folder.exists() and not another.exists() and path.exists()
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, "notes"])
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [path.name, "notes", shared.name])
+    assert (shared / old_name).exists() and notices == []
 
 
 def test_the_audit_folder_keeps_the_stat_caches_of_the_last_targets_audited(

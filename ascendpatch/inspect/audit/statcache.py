@@ -226,15 +226,19 @@ class StatCache:
     def _remove_old_place(self) -> None:
         """The folders every target's cache had before (audit/<key>/), whose files are never
         read again, removed with those files (a target audited once, a CI job's venv, is
-        never saved again to remove its own); a link or anything else there is left alone."""
+        never saved again to remove its own); a link, a folder that is not this user's
+        alone, or anything else there is left alone, quietly."""
         old_places: list[Path] = []
         with contextlib.suppress(OSError), os.scandir(self.path.parent) as entries:
             old_places = [Path(entry.path) for entry in entries
                           if len(entry.name) == 24 and entry.is_dir(follow_symlinks=False)
                           and all(c in "0123456789abcdef" for c in entry.name)]
         for folder in old_places:
+            if cachedir.problem(folder) is not None:
+                continue  # (not this user's alone: not ours to clear, and no cause to warn)
             for old in _OLD_NAMES:
-                cachedir.remove(folder / old)
+                with contextlib.suppress(OSError):
+                    (folder / old).unlink()
             with contextlib.suppress(OSError):
                 folder.rmdir()
 
