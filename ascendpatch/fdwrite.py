@@ -12,6 +12,15 @@ from __future__ import annotations
 
 import os
 import select
+import time
+
+
+def wait_for_room(fd: int, seconds: float | None = None) -> bool:
+    """Whether ``fd`` can take a write (poll: any descriptor number), waiting at most
+    ``seconds`` (None: as long as it takes)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(None if seconds is None else int(seconds * 1000)))
 
 
 def write_some(fd: int, view: memoryview) -> int:
@@ -22,7 +31,7 @@ def write_some(fd: int, view: memoryview) -> int:
         try:
             return os.write(fd, view)
         except BlockingIOError:
-            select.select([], [fd], [])
+            wait_for_room(fd)
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
@@ -45,12 +54,26 @@ def write_now(fd: int, data: bytes | memoryview) -> int:
     while done < len(view):
         chunk = view[done:done + select.PIPE_BUF]
         try:
-            if not select.select([], [fd], [], 0)[1]:
+            if not wait_for_room(fd, 0):
                 break
             wrote = os.write(fd, chunk)
-        except (OSError, ValueError):
+        except OSError:  # (after a Ctrl-C, or at the end: an error is as good as no room)
             break
         done += wrote
         if wrote < len(chunk):  # (no more room)
             break
+    return done
+
+
+def write_within(fd: int, data: bytes | memoryview, seconds: float) -> int:
+    """As much of ``data`` as ``fd`` takes within ``seconds`` (as :func:`write_now`, again
+    each time it has room: another writer may take the room first): how many bytes."""
+    view = memoryview(data).cast("B")
+    done = 0
+    deadline = time.monotonic() + seconds
+    while done < len(view):
+        left = deadline - time.monotonic()
+        if left <= 0 or not wait_for_room(fd, left):
+            break
+        done += write_now(fd, view[done:])
     return done

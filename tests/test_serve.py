@@ -324,28 +324,26 @@ def test_a_foreground_terminal_that_stops_reading_never_holds_the_server(
     log = tmp_path / name
     lines = "for i in range(6000): print(f'INFO line {i:05d} ' + 'x' * 1000)\nprint('READY')\n"
     expected = "".join(f"INFO line {i:05d} {'x' * 1000}\n" for i in range(6000)) + "READY\n"
+    got = bytearray()
+
+    def to_the_end() -> None:
+        while chunk := os.read(read, 1 << 16):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=to_the_end)
     try:
-        process = serve_start.spawn([sys.executable, "-c", lines], dict(os.environ),
-                                    log, echo=write)
-        assert process.wait(timeout=60) == 0
-        deadline = time.monotonic() + 60
-        while log.stat().st_size < len(expected) and \
-                time.monotonic() < deadline:
-            time.sleep(0.05)
+        process = serve_start.spawn([sys.executable, "-c", lines], dict(os.environ), log,
+                                    echo=write)
+        assert process.wait(timeout=60) == 0 and process.tee is not None
+        process.tee.thread.join(60)  # (the server's output read to its end)
         assert log.read_text() == expected
-        got = bytearray()
-        os.set_blocking(read, False)
-        last = time.monotonic()
-        # (until the last chunk or the note the end left has come, and nothing more for 0.5 s)
-        while time.monotonic() < deadline and not (
-                got.endswith((b"READY\n", b".log\n")) and time.monotonic() - last > 0.5):
-            try:
-                got += os.read(read, 1 << 20)
-                last = time.monotonic()
-            except BlockingIOError:
-                time.sleep(0.01)
+        reader.start()  # (the terminal reads again: the echo shows what it held, and the rest)
+        process.tee.echo.thread.join(60)
+        assert not process.tee.echo.thread.is_alive()
     finally:
         os.close(write)
+        if reader.ident is not None:
+            reader.join()
         os.close(read)
     # what it held, a note where what it could not hold was (on a line of its own), ...
     parts = re.split(r"\n\[ascendpatch\] (\d+) bytes of the server's output not shown here "
@@ -392,3 +390,41 @@ def test_a_foreground_servers_last_words_are_shown_before_ascendpatchs(
         "Traceback (most recent call last): THE LAST LINE"]
     assert lines.index(server[-1]) == len(lines) - 3  # then [FAIL] ... and the summary
     assert lines[-1] == "serve: the server did not start; nothing is left running"
+
+
+def test_an_echo_given_up_on_at_the_end_writes_nothing_after_its_note(tmp_path: Path) -> None:
+    """A terminal more than serve_start.ECHO_DRAIN behind when the server is gone: the echo
+    stops (at most the piece it was writing still goes), a note says how much it did not
+    show, and ascendpatch's own lines come after. Before, the echo's thread wrote on after
+    them (180 KB here) and the note was lost in the full pipe."""
+    from ascendpatch.fdwrite import write_all
+
+    read, write = os.pipe()
+    got = bytearray()
+
+    def slowly() -> None:
+        while chunk := os.read(read, 4096):
+            got.extend(chunk)
+            time.sleep(0.05)
+
+    reader = threading.Thread(target=slowly)
+    reader.start()
+    try:
+        echo = serve_start._Echo(write, tmp_path / "s.log")
+        for i in range(20):
+            echo.put(bytes([65 + i]) * 65536)
+        echo.close()
+        echo.finish(0.5)
+        write_all(write, b"OWN LINE\n")
+        time.sleep(0.5)
+    finally:
+        os.close(write)
+        reader.join()
+        os.close(read)
+    text = bytes(got).decode()
+    shown, note, after = re.fullmatch(
+        r"(.*)\n\[ascendpatch\] (\d+) bytes of the server's output not shown here \(the "
+        r"terminal did not keep up\): read .*s\.log\n(.*)", text, re.DOTALL).groups()  # type: ignore[union-attr]
+    before_own, _, after_own = after.partition("OWN LINE\n")
+    assert len(shown) + len(before_own) + len(after_own) + int(note) == 20 * 65536
+    assert len(before_own) + len(after_own) <= 4096  # (the piece it was writing)

@@ -159,6 +159,8 @@ def _start(ctx: Context, argv: Sequence[str], env: dict[str, str], options: Opti
         outcome = serve_start.wait_ready(process, log, endpoint, options.ready_timeout, reaper)
         if not outcome.ready and (forwarder is None or forwarder.received is None):
             serve_start.stop_group(process, reap=reaper)
+            if forwarder is not None:
+                forwarder.group = None  # reaped: its id may be another group's now
             serve_start.echo_done(process)  # (its last words before ours)
             with contextlib.suppress(OSError):
                 remove(pidfile)

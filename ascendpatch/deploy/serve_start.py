@@ -14,6 +14,7 @@ import errno
 import os
 import queue
 import re
+import select
 import signal
 import stat
 import subprocess
@@ -29,7 +30,7 @@ from ascendpatch.deploy import procs, serve_env, smoke
 from ascendpatch.deploy.launch import flag_value
 from ascendpatch.deploy.text import printable
 from ascendpatch.errors import InvalidInputError
-from ascendpatch.fdwrite import write_all, write_now
+from ascendpatch.fdwrite import write_all, write_within
 from ascendpatch.paths import NotRegularFileError, foreign_owner, open_regular, open_to_others
 from ascendpatch.store.atomic import write_atomic
 
@@ -150,16 +151,18 @@ class _Echo:
     """The server's output on the foreground's terminal, on a thread of its own: a terminal
     that stops reading (a paused or hung session, a pipe no one reads) never holds the log
     or the server, which vLLM run directly there would not be held by either (its writes
-    fail, and it goes on). Up to ECHO_HELD bytes wait for it; past them, chunks are not
-    shown, and a note where they were says how much and where to read it."""
+    fail, and it goes on). Up to ECHO_HELD bytes of it wait for the terminal; past them,
+    chunks are not shown, and a note where they were says how much and where to read it."""
 
     def __init__(self, fd: int, log: Path) -> None:
         self.fd = fd
         self.where = printable(str(log))  # (a name that is not UTF-8, a control character)
-        self.queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        # (a note of what was not shown before it, and a chunk of the server's output)
+        self.queue: queue.SimpleQueue[tuple[bytes, bytes] | None] = queue.SimpleQueue()
         self.lock = threading.Lock()
-        self.held = 0  # bytes queued and not yet shown
+        self.held = 0  # bytes of the server's output queued and not yet handed to a write
         self.dropped = 0  # bytes not shown since the last chunk queued (the tee's alone)
+        self.stopped = False  # finish gave up on the terminal: nothing more is written
         self.thread = threading.Thread(target=self._show, daemon=True)
         self.thread.start()
 
@@ -169,29 +172,27 @@ class _Echo:
             if self.held + len(chunk) > ECHO_HELD:
                 self.dropped += len(chunk)
                 return
-            chunk = self._note(self.dropped) + chunk
             self.held += len(chunk)
+        self.queue.put((self._note(self.dropped), chunk))
         self.dropped = 0
-        self.queue.put(chunk)
 
     def close(self) -> None:
         """The end of the output: the note of what was not shown last, if anything was."""
-        with self.lock:
-            note = self._note(self.dropped)
-            self.held += len(note)
-        if note:
-            self.queue.put(note)
+        self.queue.put((self._note(self.dropped), b""))
         self.queue.put(None)
 
     def finish(self, seconds: float) -> None:
         """What is held shown within ``seconds`` (ascendpatch's own last lines come after
-        it, and the process's end would drop it); what a terminal that does not keep up has
-        not taken by then is left, and a note says how much, written without waiting."""
+        it, and the process's end would drop it). A terminal that has not taken it all by
+        then gets nothing more but a note of how much it did not show (given a second for
+        room: a terminal that takes nothing at all does not get it)."""
         self.thread.join(seconds)
-        if self.thread.is_alive():
-            with self.lock:
-                left, self.held = self.held, 0
-            write_now(self.fd, self._note(left))
+        with self.lock:
+            if not self.thread.is_alive():
+                return
+            self.stopped = True
+            left = self.held
+        write_within(self.fd, self._note(left), 1.0)
 
     def _note(self, count: int) -> bytes:
         if not count:
@@ -201,11 +202,23 @@ class _Echo:
                 f"terminal did not keep up): read {self.where}\n").encode()
 
     def _show(self) -> None:
-        while (chunk := self.queue.get()) is not None:
-            with contextlib.suppress(OSError):  # (a closed terminal: the log goes on)
-                write_all(self.fd, chunk)
-            with self.lock:
-                self.held -= len(chunk)
+        while (item := self.queue.get()) is not None:
+            note, chunk = item
+            for part, output in _pieces(note, chunk):
+                with self.lock:
+                    if self.stopped:
+                        return
+                    self.held -= len(part) if output else 0
+                with contextlib.suppress(OSError):  # (a closed terminal: the log goes on)
+                    write_all(self.fd, part)
+
+
+def _pieces(note: bytes, chunk: bytes) -> list[tuple[bytes, bool]]:
+    """The note, then the chunk a pipe's atomic size at a time, each with whether it is the
+    server's output: the echo stops between two of them when finish gives up (so its note
+    never lands inside a piece)."""
+    return [(note, False)] * bool(note) + [(chunk[i:i + select.PIPE_BUF], True)
+                                           for i in range(0, len(chunk), select.PIPE_BUF)]
 
 
 class _Tee:
