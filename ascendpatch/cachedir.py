@@ -193,8 +193,12 @@ def _same_kind(name: str, written: str) -> bool:
     """Whether ``name`` is a cache file as ``written`` is: a name of the same length and
     ending whose stem is a checksum in hex (never a temp file in flight: a dot name)."""
     stem, dot, rest = name.partition(".")
-    return len(name) == len(written) and dot + rest == written[len(stem):] and \
-        stem != "" and all(c in "0123456789abcdef" for c in stem)
+    return len(name) == len(written) and dot + rest == written[len(stem):] and is_hex(stem)
+
+
+def is_hex(name: str) -> bool:
+    """Whether ``name`` is a checksum in lowercase hex, as cache files and folders are named."""
+    return name != "" and all(c in "0123456789abcdef" for c in name)
 
 
 def remove(path: Path) -> None:

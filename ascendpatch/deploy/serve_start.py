@@ -255,12 +255,11 @@ class Server(subprocess.Popen[bytes]):
     tee: _Tee | None = None
 
 
-def echo_done(process: subprocess.Popen[bytes], seconds: float = ECHO_DRAIN) -> None:
+def echo_done(process: Server, seconds: float = ECHO_DRAIN) -> None:
     """Once the server's group is gone, before ascendpatch's own last lines: what the echo
     holds shown, within ``seconds``."""
-    tee = getattr(process, "tee", None)
-    if isinstance(tee, _Tee):
-        tee.finish(seconds)
+    if process.tee is not None:
+        process.tee.finish(seconds)
 
 
 def spawn(argv: Sequence[str], env: Mapping[str, str], log: Path,

@@ -231,7 +231,8 @@ class _Whole(io.RawIOBase):
             if self.buffered:
                 self.interrupted = (bytes(view), done)
             raise
-        write_now(self.fd, view[done:])  # (after a Ctrl-C: the rest as far as it goes)
+        if done < len(view):  # (after a Ctrl-C: the rest as far as it goes)
+            write_now(self.fd, view[done:])
         return len(view)
 
     def _written_before(self, view: memoryview) -> int:

@@ -231,8 +231,8 @@ class StatCache:
         old_places: list[Path] = []
         with contextlib.suppress(OSError), os.scandir(self.path.parent) as entries:
             old_places = [Path(entry.path) for entry in entries
-                          if len(entry.name) == 24 and entry.is_dir(follow_symlinks=False)
-                          and all(c in "0123456789abcdef" for c in entry.name)]
+                          if len(entry.name) == 24 and cachedir.is_hex(entry.name)
+                          and entry.is_dir(follow_symlinks=False)]
         for folder in old_places:
             if cachedir.problem(folder) is not None:
                 continue  # (not this user's alone: not ours to clear, and no cause to warn)
