@@ -399,17 +399,7 @@ def test_an_echo_given_up_on_at_the_end_writes_nothing_after_its_note(tmp_path: 
     them (180 KB here) and the note was lost in the full pipe."""
     from ascendpatch.fdwrite import write_all
 
-    read, write = os.pipe()
-    got = bytearray()
-
-    def slowly() -> None:
-        while chunk := os.read(read, 4096):
-            got.extend(chunk)
-            time.sleep(0.05)
-
-    reader = threading.Thread(target=slowly)
-    reader.start()
-    try:
+    with read_slowly(65536, blocking=True, piece=4096, pause=0.05) as (write, got):
         echo = serve_start._Echo(write, tmp_path / "s.log")
         for i in range(20):
             echo.put(bytes([65 + i]) * 65536)
@@ -417,10 +407,6 @@ def test_an_echo_given_up_on_at_the_end_writes_nothing_after_its_note(tmp_path: 
         echo.finish(0.5)
         write_all(write, b"OWN LINE\n")
         time.sleep(0.5)
-    finally:
-        os.close(write)
-        reader.join()
-        os.close(read)
     text = bytes(got).decode()
     shown, note, after = re.fullmatch(
         r"(.*)\n\[ascendpatch\] (\d+) bytes of the server's output not shown here \(the "

@@ -22,16 +22,19 @@ def non_blocking_pipe(size: int = 4096) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def read_slowly(size: int = 4096) -> Iterator[tuple[int, bytearray]]:
-    """The write end of a :func:`non_blocking_pipe` and what a reader taking 1 KiB each 5 ms
-    has got (all of it once the block ends: the write end is closed, the reader joined)."""
+def read_slowly(size: int = 4096, *, blocking: bool = False, piece: int = 1024,
+                pause: float = 0.005) -> Iterator[tuple[int, bytearray]]:
+    """The write end of a :func:`non_blocking_pipe` (made ``blocking`` when asked) and what a
+    reader taking ``piece`` bytes each ``pause`` seconds has got (all of it once the block
+    ends: the write end is closed, the reader joined)."""
     read, write = non_blocking_pipe(size)
+    os.set_blocking(write, blocking)
     got = bytearray()
 
     def slowly() -> None:
-        while chunk := os.read(read, 1024):
+        while chunk := os.read(read, piece):
             got.extend(chunk)
-            time.sleep(0.005)
+            time.sleep(pause)
 
     reader = threading.Thread(target=slowly)
     reader.start()
